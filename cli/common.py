@@ -1,0 +1,277 @@
+"""What every subcommand shares: config composition with hydra, ``--help``/``--cfg job``,
+plugin import (``common.user_dir``), logging set-up and one-line errors.
+
+A command line is a list of hydra overrides (``model=transformer_small optimizer.lr=7e-4``),
+optionally preceded by ``--config FILE.yaml`` whose values are applied first. Every override is
+checked against the typed schema before composing, so an unknown component or key fails with one
+line naming the valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from seqkit.dataclass_utils import field_help
+from seqkit.errors import SeqkitError
+from seqkit.registry import GROUPS
+
+log = logging.getLogger("seqkit")
+
+
+def import_user_dir(path: str) -> None:
+    """Import a user's plugin folder (a package or a folder of modules) so it can register."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(path):
+        raise SeqkitError(f"common.user_dir: no such folder: {path}")
+    name = os.path.basename(path.rstrip("/"))
+    if name in sys.modules:
+        return
+    init = os.path.join(path, "__init__.py")
+    if os.path.isfile(init):
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[path])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return
+    sys.path.insert(0, path)
+    for fname in sorted(os.listdir(path)):
+        if fname.endswith(".py"):
+            importlib.import_module(fname[:-3])
+
+
+def _split_override(text: str) -> Tuple[str, str]:
+    if "=" not in text:
+        raise SeqkitError(f"bad argument {text!r}: expected key=value (see --help)")
+    key, value = text.split("=", 1)
+    return key.lstrip("+~"), value
+
+
+def _yaml_value(value: Any) -> str:
+    """A Python value as hydra override syntax."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_yaml_value(v) for v in value) + "]"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def overrides_from_file(path: str) -> List[str]:
+    """Turn an experiment YAML into overrides: ``model: {name: X, k: v}`` -> ``model=X model.k=v``."""
+    from omegaconf import OmegaConf
+
+    if not os.path.isfile(path):
+        raise SeqkitError(f"config file not found: {path}")
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as e:  # yaml syntax errors come in many types
+        raise SeqkitError(f"{path}: cannot parse YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise SeqkitError(f"{path}: expected a mapping at the top level")
+    out: List[str] = []
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out.append(f"{prefix}={_yaml_value(node)}")
+
+    for key, value in data.items():
+        if key in GROUPS and isinstance(value, dict) and "name" in value:
+            out.append(f"{key}={value.pop('name')}")
+        elif key in GROUPS and isinstance(value, str):
+            out.append(f"{key}={value}")
+            continue
+        walk(str(key), value)
+    return out
+
+
+def _group_defaults(config_name: str) -> Dict[str, str]:
+    """The ``GROUP: OPTION`` entries of ``hydra_conf/<config_name>.yaml``'s defaults list."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    text = files("seqkit.hydra_conf").joinpath(f"{config_name}.yaml").read_text(encoding="utf-8")
+    out: Dict[str, str] = {}
+    for entry in OmegaConf.to_container(OmegaConf.create(text)).get("defaults", []):
+        if isinstance(entry, dict):
+            out.update({k: v for k, v in entry.items() if k in GROUPS})
+    return out
+
+
+class ConfigBuilder:
+    """Composes one subcommand's config from its schema dataclass and the command line."""
+
+    def __init__(self, config_name: str, schema: type):
+        self.config_name = config_name
+        self.schema = schema
+        self.defaults = _group_defaults(config_name)  # group -> default option
+        self._registered = False
+
+    def _register(self) -> None:
+        from hydra.core.config_store import ConfigStore
+
+        cs = ConfigStore.instance()
+        cs.store(name=f"{self.config_name}_schema", node=self.schema)
+        for group in self.defaults:
+            for option, node in GROUPS[group].choices().items():
+                cs.store(group=group, name=option, node=node)
+        self._registered = True
+
+    def _group_choice(self, group: str, overrides: List[str]) -> str:
+        choice = self.defaults[group]
+        for o in overrides:
+            key, value = _split_override(o)
+            if key == group:
+                choice = value
+        return choice
+
+    def check(self, overrides: List[str]) -> None:
+        """Fail with one line on an unknown group option or key."""
+        for o in overrides:
+            key, _ = _split_override(o)
+            if key.startswith("hydra"):
+                raise SeqkitError(f"{key}: hydra's own settings are not used by seqkit")
+            parts = key.split(".")
+            if parts[0] in self.defaults:
+                group = parts[0]
+                choice = self._group_choice(group, overrides)
+                options = GROUPS[group].choices()
+                if choice not in options:
+                    raise SeqkitError(f"unknown {group} {choice!r}; valid: {', '.join(options)}")
+                node: Any = options[choice]
+                where = f"{group} {choice!r}"
+            else:
+                node, where = self.schema, self.config_name
+            for depth, part in enumerate(parts[1:] if parts[0] in self.defaults else parts):
+                if not dataclasses.is_dataclass(node):
+                    raise SeqkitError(f"unknown config key {key!r}: {'.'.join(parts[:depth + 1])} has no fields")
+                fields = {f.name: f for f in dataclasses.fields(node)}
+                if part not in fields:
+                    raise SeqkitError(f"unknown config key {key!r}; valid keys of {where}: {', '.join(fields)}")
+                sub = getattr(node, part) if not isinstance(node, type) else fields[part].default
+                if sub is dataclasses.MISSING and fields[part].default_factory is not dataclasses.MISSING:
+                    sub = fields[part].default_factory()
+                node, where = sub, f"{where}.{part}"
+
+    def compose(self, overrides: List[str]) -> Any:
+        from hydra import compose, initialize_config_module
+        from hydra.core.global_hydra import GlobalHydra
+        from omegaconf import OmegaConf
+
+        if not self._registered:
+            self._register()
+        self.check(overrides)
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_module(config_module="seqkit.hydra_conf", version_base="1.3"):
+                cfg = compose(config_name=self.config_name, overrides=overrides)
+        except Exception as e:  # hydra/omegaconf raise many types; all are config errors here
+            msg = str(e).splitlines()[0]
+            cause = e.__cause__
+            if cause is not None and str(cause):
+                msg += ": " + str(cause).splitlines()[0]
+            raise SeqkitError(f"bad config: {msg}") from None
+        OmegaConf.set_readonly(cfg, False)
+        return cfg
+
+    def help_text(self, prog: str) -> str:
+        lines = [f"usage: {prog} [--config FILE.yaml] [--cfg job] [key=value ...]", ""]
+        if self.defaults:
+            lines.append("components (choose with GROUP=NAME, e.g. model=transformer_small):")
+            for group, default in self.defaults.items():
+                names = ", ".join(GROUPS[group].choices())
+                lines.append(f"  {group:<13} default {default}; choices: {names}")
+            lines.append("")
+        lines.append("settings (key=value; a component's own fields as GROUP.FIELD=value, see --cfg job):")
+        for f in dataclasses.fields(self.schema):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if dataclasses.is_dataclass(default):
+                for name, doc in field_help(type(default)).items():
+                    lines.append(f"  {f.name}.{name:<28} {doc} [{getattr(default, name)!r}]")
+            elif f.name not in self.defaults:
+                lines.append(f"  {f.name:<30} {f.metadata.get('help', '')} [{default!r}]")
+        return "\n".join(lines)
+
+
+def parse_argv(builder: ConfigBuilder, argv: Optional[List[str]], prog: str) -> Any:
+    """argv -> composed DictConfig; handles --help, --cfg job, --config FILE, common.user_dir."""
+    from omegaconf import OmegaConf
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in args):
+        for a in args:
+            if a.startswith("common.user_dir="):
+                import_user_dir(a.split("=", 1)[1])
+        print(builder.help_text(prog))
+        raise SystemExit(0)
+    show_cfg = False
+    overrides: List[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--cfg", "-c"):
+            if i + 1 >= len(args) or args[i + 1] != "job":
+                raise SeqkitError("--cfg takes 'job'")
+            show_cfg, i = True, i + 2
+        elif a == "--config":
+            if i + 1 >= len(args):
+                raise SeqkitError("--config takes a YAML file")
+            overrides.extend(overrides_from_file(args[i + 1]))
+            i += 2
+        elif a.startswith("--config="):
+            overrides.extend(overrides_from_file(a.split("=", 1)[1]))
+            i += 1
+        elif a.startswith("-"):
+            raise SeqkitError(f"unknown option {a!r}; options are --help, --cfg job, --config FILE; settings are key=value")
+        else:
+            overrides.append(a)
+            i += 1
+    for o in overrides:
+        key, value = _split_override(o)
+        if key == "common.user_dir" and value not in ("", "null"):
+            import_user_dir(value.strip("'\""))
+    cfg = builder.compose(overrides)
+    if show_cfg:
+        print(OmegaConf.to_yaml(cfg), end="")
+        raise SystemExit(0)
+    return cfg
+
+
+def setup_logging(rank: int = 0) -> None:
+    level = logging.INFO if rank == 0 else logging.WARNING
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def run_main(prog: str, fn: Callable[[], Any]) -> None:
+    """Run ``fn``; a SeqkitError becomes one line on stderr and exit 1, Ctrl-C exit 130."""
+    try:
+        fn()
+    except SeqkitError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        # e.g. `seqkit-generate ... | head`: the reader left; exit quietly
+        sys.stderr.close()
+        raise SystemExit(1) from None

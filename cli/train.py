@@ -1,0 +1,42 @@
+"""``seqkit-train``: compose the config, build the trainer, run it (also under ``torchrun``)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import seqkit
+from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
+from seqkit.training.config import TrainConfig
+
+PROG = "seqkit-train"
+
+
+def train(argv: Optional[List[str]] = None) -> dict:
+    from omegaconf import OmegaConf
+
+    from seqkit.generation import GenerationConfig, SequenceGenerator
+    from seqkit.training import distributed
+    from seqkit.training.trainer import Trainer
+
+    seqkit.import_builtin_components()
+    cfg = parse_argv(ConfigBuilder("train", TrainConfig), argv, PROG)
+    info = distributed.init(cfg.common.device)
+    setup_logging(info.rank)
+    cfg = OmegaConf.to_object(cfg)
+
+    def make_generator(beam: int) -> SequenceGenerator:
+        return SequenceGenerator(trainer.task.tgt_dict, GenerationConfig(beam=beam))
+
+    try:
+        trainer = Trainer(cfg, info, make_generator)
+        return trainer.run()
+    finally:
+        distributed.cleanup()
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    run_main(PROG, lambda: train(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Settings every subcommand that runs a model shares (seqkit-train, seqkit-generate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from seqkit.dataclass_utils import arg
+
+
+@dataclass
+class CommonConfig:
+    seed: int = arg(1, "seed for parameters init, dropout and the batch order")
+    precision: str = arg("fp32", "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, GPU)")
+    device: str = arg("auto", "auto (cuda when available), cpu or cuda")
+    threads: int = arg(0, "CPU threads for torch (0: torch's default)")
+    log_format: str = arg("auto", "auto (progress bar on a TTY, else simple), tqdm, simple or json")
+    log_interval: int = arg(50, "updates between training log lines")
+    user_dir: Optional[str] = arg(None, "folder of plugin modules to import (they register components)")

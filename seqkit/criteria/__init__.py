@@ -1,0 +1,8 @@
+"""Training objectives, registered in ``seqkit.registry.CRITERIA``.
+
+A criterion is called as ``criterion(model, sample) -> (loss, sample_size, logging_output)``:
+``loss`` is a *sum* over the batch; the trainer divides gradients by the total ``sample_size``
+of an update (all accumulated batches and ranks), so results do not depend on how an update is split.
+"""
+
+from seqkit.criteria import cross_entropy  # noqa: F401

@@ -1,0 +1,1 @@
+"""Data layer: dictionaries, memory-mapped token arrays, token-budget batching, pair datasets."""

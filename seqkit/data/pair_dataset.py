@@ -1,0 +1,85 @@
+"""Parallel (source, target) sentences over memory-mapped token arrays, and their collation."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.indexed_dataset import IndexedDataset
+
+
+def pad_right(seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = None) -> torch.Tensor:
+    """Stack 1-D tensors into ``(B, max_len)`` right-padded; ``prepend`` adds a first column."""
+    extra = 0 if prepend is None else 1
+    out = torch.full((len(seqs), max(len(s) for s in seqs) + extra), pad, dtype=torch.long)
+    if prepend is not None:
+        out[:, 0] = prepend
+    for i, s in enumerate(seqs):
+        out[i, extra : extra + len(s)] = s
+    return out
+
+
+class LanguagePairDataset:
+    """``src``/``tgt`` are IndexedDatasets of ids ending with eos; ``tgt`` may be None (inference)."""
+
+    def __init__(self, src: IndexedDataset, tgt: Optional[IndexedDataset], src_dict: Dictionary, tgt_dict: Dictionary):
+        if tgt is not None and len(src) != len(tgt):
+            raise ValueError(f"source has {len(src)} sentences but target has {len(tgt)}")
+        self.src, self.tgt, self.src_dict, self.tgt_dict = src, tgt, src_dict, tgt_dict
+        self.src_sizes = np.asarray(src.sizes, dtype=np.int64)
+        self.tgt_sizes = np.asarray(tgt.sizes, dtype=np.int64) if tgt is not None else None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def too_long(self, max_source: int, max_target: int) -> np.ndarray:
+        """Indices of examples whose source or target exceeds the given lengths (eos included)."""
+        bad = self.src_sizes > max_source
+        if self.tgt_sizes is not None:
+            bad |= self.tgt_sizes + 1 > max_target  # the decoder also reads a leading bos
+        return np.nonzero(bad)[0]
+
+    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
+                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
+        """Token-budget batches of example indices, length-bucketed; seeded per epoch when ``shuffle``."""
+        rng = epoch_rng(seed, epoch) if shuffle else None
+        order = length_sorted_order(self.src_sizes, self.tgt_sizes, rng)
+        if exclude is not None and len(exclude):
+            order = order[~np.isin(order, exclude)]
+        cost = self.src_sizes if self.tgt_sizes is None else np.maximum(self.src_sizes, self.tgt_sizes + 1)
+        batches = batch_by_size(order, cost, max_tokens, max_sentences)
+        if shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
+        """A batch: ids, source ``(B, S)`` right-padded with lengths, and when there are targets,
+        ``target`` ``(B, T)`` and ``prev_output_tokens`` ``(B, T)`` = bos + target shifted right."""
+        indices = [int(i) for i in indices]
+        src = [self.src[i] for i in indices]
+        pad = self.src_dict.pad()
+        sample: Dict[str, Any] = {
+            "id": torch.tensor(indices, dtype=torch.long),
+            "net_input": {
+                "src_tokens": pad_right(src, pad),
+                "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),
+            },
+            "nsentences": len(indices),
+        }
+        if self.tgt is not None:
+            tgt = [self.tgt[i] for i in indices]
+            sample["target"] = pad_right(tgt, pad)
+            # prev_output_tokens[t] = target[t - 1], starting from bos; the final eos is never an input
+            sample["net_input"]["prev_output_tokens"] = pad_right([t[:-1] for t in tgt], pad, prepend=self.tgt_dict.bos())
+            sample["ntokens"] = int(sum(len(t) for t in tgt))
+        return sample
+
+
+def collate_raw(token_lists: List[List[int]], pad: int) -> Dict[str, torch.Tensor]:
+    """Source-only batch from lists of ids (interactive generation)."""
+    src = [torch.tensor(t, dtype=torch.long) for t in token_lists]
+    return {"src_tokens": pad_right(src, pad), "src_lengths": torch.tensor([len(s) for s in src])}

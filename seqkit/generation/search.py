@@ -1,0 +1,243 @@
+"""Batched beam search and sampling over any :class:`~seqkit.models.base.EncoderDecoderModel`.
+
+The search runs over *units*: a unit is one beam search of width ``W`` with its own stopping
+rule. Beam search has one unit per sentence (``W = beam``); sampling has ``beam`` units of width
+1 per sentence (each sample is independent, so it leaves the batch as soon as it ends). Rows of
+every per-hypothesis tensor are ``unit * W + beam``; shapes use R = units * W, V = vocabulary.
+
+Each step makes one ``decode_step`` call for every live row, then (beam search) one ``topk`` over
+each unit's ``W * V`` continuations, keeping ``2 * W`` candidates as fairseq does: eos candidates
+among the best ``W`` are finalized, and the best ``W`` non-eos candidates continue. A unit stops
+when it holds ``W`` finalized hypotheses or reaches its max length, and its rows leave the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List
+
+import torch
+
+from seqkit.errors import SeqkitError
+from seqkit.generation.config import GenerationConfig, check_generation_config
+from seqkit.generation.sampling import sample_step
+
+# {"tokens": LongTensor (L,), "score": float, "positional_scores": FloatTensor (L,)}
+Hypothesis = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Specials:
+    """Target vocabulary size and special indices (what the search needs of a dictionary)."""
+
+    vocab_size: int
+    pad: int = 0
+    bos: int = 1
+    eos: int = 2
+    unk: int = 3
+
+    @classmethod
+    def of(cls, tgt: Any) -> "Specials":
+        """From a ``Specials``, a vocabulary size (default specials) or a ``Dictionary``."""
+        if isinstance(tgt, Specials):
+            return tgt
+        if isinstance(tgt, int):
+            return cls(tgt)
+        return cls(len(tgt), tgt.pad(), tgt.bos(), tgt.eos(), tgt.unk())
+
+
+def ban_repeated_ngrams(lprobs: torch.Tensor, gen: torch.Tensor, n: int) -> None:
+    """Set -inf (in place) on every token that would complete an n-gram already in ``gen``.
+
+    ``lprobs`` ``(R, V)``; ``gen`` ``(R, L)`` the tokens generated so far (bos excluded: it never
+    recurs, so n-grams holding it can never repeat).
+    """
+    L = gen.size(1)
+    if L < n:
+        return
+    grams = gen.unfold(1, n, 1)  # (R, L-n+1, n): every n-gram so far
+    tail = gen[:, L - n + 1 :].unsqueeze(1)  # (R, 1, n-1): what the next n-gram starts with
+    hit = (grams[:, :, :-1] == tail).all(-1)  # (R, L-n+1)
+    # scatter_add, not scatter: several n-grams may name the same banned token
+    banned = torch.zeros_like(lprobs).scatter_add_(1, grams[:, :, -1], hit.to(lprobs.dtype))
+    lprobs.masked_fill_(banned > 0, -math.inf)
+
+
+class SequenceGenerator:
+    """Beam search, greedy search (beam 1) and sampling, batched over sentences and beams.
+
+    ``generate`` runs under ``torch.inference_mode`` on the device of ``src_tokens``; put the
+    model in ``eval()`` first. Scores are natural-log probabilities.
+    """
+
+    def __init__(self, tgt_dict_or_specials: Any, cfg: GenerationConfig):
+        check_generation_config(cfg)
+        self.cfg = cfg
+        sp = Specials.of(tgt_dict_or_specials)
+        self.vocab_size, self.pad, self.bos, self.eos, self.unk = sp.vocab_size, sp.pad, sp.bos, sp.eos, sp.unk
+
+    def max_lens(self, model: Any, src_lengths: torch.Tensor) -> torch.Tensor:
+        """Per-sentence max target length (eos excluded) on CPU: ``min(a * src_len + b, max_tgt - 1)``."""
+        max_tgt = model.max_positions()[1]
+        # float64 so the truncation matches Python's int(a * len + b)
+        lens = (src_lengths.detach().cpu().double() * self.cfg.max_len_a + self.cfg.max_len_b).long()
+        return lens.clamp(min=0, max=max(max_tgt - 1, 0))
+
+    @torch.inference_mode()
+    def generate(
+        self, model: Any, src_tokens: torch.Tensor, src_lengths: torch.Tensor
+    ) -> List[List[Hypothesis]]:
+        """Up to ``nbest`` hypotheses per sentence (input order, best first), as CPU tensors.
+
+        ``src_tokens`` ``(B, S)`` right-padded, ``src_lengths`` ``(B,)``. A hypothesis' tokens
+        end with eos and hold no bos; ``score`` is the sum of ``positional_scores`` divided by
+        ``len(tokens) ** lenpen``.
+        """
+        cfg, device = self.cfg, src_tokens.device
+        B, K = src_tokens.size(0), cfg.beam
+        if B == 0:
+            return []
+        W = 1 if cfg.sampling else K  # hypotheses per unit
+        n = B * K // W  # live units
+        unit_sent = torch.arange(B).repeat_interleave(K // W)  # (n,) CPU: sentence of each unit
+        unit_max = self.max_lens(model, src_lengths)[unit_sent]  # (n,) CPU
+        unit_count = torch.zeros(n, dtype=torch.long)  # (n,) CPU: finalized hypotheses per unit
+        row_max = unit_max.to(device).repeat_interleave(W)  # (R,)
+        max_len, min_unit_max = int(unit_max.max()), int(unit_max.min())
+
+        enc = model.encode(src_tokens, src_lengths)
+        enc = model.reorder(enc, torch.arange(B, device=device).repeat_interleave(K))  # (B*K, ...)
+        cache = model.init_cache(enc, max_len + 1)
+        tokens = torch.full((B * K, max_len + 2), self.pad, dtype=torch.long, device=device)  # (R, 1+steps)
+        tokens[:, 0] = self.bos
+        pos_lp = torch.zeros(B * K, max_len + 1, device=device)  # (R, steps): log-prob of each token
+        cum = torch.zeros(n, W, device=device)  # (n, W): cumulative log-prob of each live hypothesis
+        cum[:, 1:] = -math.inf  # all beams start identical: only beam 0 may expand at step 0
+        cum = cum.view(-1)  # (R,)
+        finalized: List[List[Hypothesis]] = [[] for _ in range(B)]
+
+        for step in range(max_len + 1):
+            logits = model.decode_step(tokens[:, step : step + 1].contiguous(), enc, cache, step)  # (R, V)
+            if step == 0 and logits.size(-1) != self.vocab_size:
+                raise SeqkitError(
+                    f"model vocabulary ({logits.size(-1)}) != target dictionary ({self.vocab_size})"
+                )
+            lprobs = self._log_probs(logits, tokens, step, row_max, min_unit_max)  # (R, V)
+            if cfg.sampling:
+                cands = sample_step(lprobs, cum, cfg.sampling_topk, cfg.sampling_topp)  # (n, 1)
+            else:
+                cands = self._beam_step(lprobs, cum, n, W)  # (n, 2W)
+            cand_scores, cand_tokens, cand_beams = cands
+
+            # finalize eos candidates among each unit's best W (a -inf one is a dead beam, no hypothesis)
+            eos_mask = (cand_tokens[:, :W] == self.eos) & (cand_scores[:, :W] > -math.inf)  # (n, W)
+            eos_units, eos_cands = eos_mask.nonzero(as_tuple=True)
+            done = unit_max <= step  # (n,) CPU
+            if eos_units.numel():
+                rows = eos_units * W + cand_beams[eos_units, eos_cands]  # (E,)
+                scores = cand_scores[eos_units, eos_cands]  # (E,)
+                hyps = self._finalized(tokens, pos_lp, lprobs, rows, scores, step)
+                full = self._record(hyps, eos_units.tolist(), finalized, unit_sent, unit_count, W)
+                done[full] = True
+
+            old_units = None  # (n',) old index of each unit still live, None when all are
+            if bool(done.any()):
+                keep = (~done).nonzero().squeeze(1)  # (n',) CPU
+                if keep.numel() == 0:
+                    break
+                old_units = keep.to(device)
+                unit_sent, unit_max, unit_count = unit_sent[keep], unit_max[keep], unit_count[keep]
+                min_unit_max, n = int(unit_max.min()), keep.numel()
+                row_max = row_max.view(-1, W)[old_units].view(-1)
+                cand_scores, cand_tokens, cand_beams = (t[old_units] for t in (cand_scores, cand_tokens, cand_beams))
+
+            # each unit continues with its best W non-eos candidates (2W hold >= W: <= 1 eos per beam)
+            C = cand_tokens.size(1)
+            if C > W:
+                rank = (cand_tokens == self.eos).long() * C + torch.arange(C, device=device)  # (n, C)
+                active = rank.topk(W, dim=1, largest=False).indices  # (n, W)
+                cands = (cand_scores, cand_tokens, cand_beams)
+                cand_scores, cand_tokens, cand_beams = (t.gather(1, active) for t in cands)
+            units = old_units if old_units is not None else torch.arange(n, device=device)
+            order = (units.unsqueeze(1) * W + cand_beams).view(-1)  # (R',) old row of each new row
+            new_tokens = cand_tokens.reshape(-1)  # (R',)
+            new_lp = lprobs[order, new_tokens]  # (R',)
+            if W > 1 or old_units is not None:  # width-1 units only move when units leave
+                tokens, pos_lp = tokens.index_select(0, order), pos_lp.index_select(0, order)
+                cache = model.reorder(cache, order)
+                # a unit's rows share one encoder output, so it only moves when units leave
+                if old_units is not None:
+                    enc = model.reorder(enc, order)
+            tokens[:, step + 1] = new_tokens
+            pos_lp[:, step] = new_lp
+            cum = cand_scores.reshape(-1)
+
+        out = []
+        for hyps in finalized:
+            hyps.sort(key=lambda h: -h["score"])
+            out.append(hyps[: cfg.nbest])
+        return out
+
+    def _log_probs(
+        self, logits: torch.Tensor, tokens: torch.Tensor, step: int, row_max: torch.Tensor, min_unit_max: int
+    ) -> torch.Tensor:
+        """Float32 log-probs ``(R, V)`` of the token at ``step`` with every rule applied as -inf."""
+        cfg = self.cfg
+        logits = logits.float()
+        if cfg.temperature != 1.0:
+            logits = logits / cfg.temperature
+        lprobs = torch.log_softmax(logits, dim=-1)  # (R, V)
+        lprobs[:, self.pad] = -math.inf
+        lprobs[:, self.bos] = -math.inf
+        if cfg.unkpen:
+            lprobs[:, self.unk] -= cfg.unkpen
+        if cfg.no_repeat_ngram_size > 0:
+            ban_repeated_ngrams(lprobs, tokens[:, 1 : step + 1], cfg.no_repeat_ngram_size)
+        at_max = (row_max <= step) if step >= min_unit_max else None  # (R,) rows that must end now
+        if step < cfg.min_len:
+            if at_max is None:
+                lprobs[:, self.eos] = -math.inf
+            else:  # the max length wins over min_len
+                lprobs[:, self.eos].masked_fill_(~at_max, -math.inf)
+        if at_max is not None:
+            not_eos = torch.ones(lprobs.size(1), dtype=torch.bool, device=lprobs.device)
+            not_eos[self.eos] = False
+            lprobs.masked_fill_(at_max.unsqueeze(1) & not_eos, -math.inf)
+        return lprobs
+
+    @staticmethod
+    def _beam_step(lprobs: torch.Tensor, cum: torch.Tensor, n: int, W: int):
+        """Best ``2W`` continuations of each unit -> cumulative scores, tokens, source beams ``(n, 2W)``."""
+        V = lprobs.size(1)
+        scores = (lprobs + cum.unsqueeze(1)).view(n, W * V)  # (n, W*V)
+        cand_scores, idx = scores.topk(min(2 * W, W * V), dim=1)  # (n, 2W)
+        return cand_scores, idx % V, idx // V
+
+    def _finalized(self, tokens, pos_lp, lprobs, rows, scores, step: int):
+        """The hypotheses ending with eos at ``step`` on ``rows`` ``(E,)``, moved to the CPU at once:
+        tokens and positional scores ``(E, step+1)``, and normalized scores (a list)."""
+        hyp_tokens = tokens[rows, 1 : step + 2]  # (E, step+1): generated tokens, then the slot for eos
+        hyp_tokens[:, step] = self.eos
+        hyp_lp = torch.cat([pos_lp[rows, :step], lprobs[rows, self.eos].unsqueeze(1)], dim=1)  # (E, step+1)
+        norm = (scores / (step + 1) ** self.cfg.lenpen).tolist()
+        return hyp_tokens.cpu(), hyp_lp.cpu(), norm
+
+    @staticmethod
+    def _record(hyps, units: List[int], finalized, unit_sent, unit_count, W: int) -> List[int]:
+        """Keep each unit's first ``W`` ended hypotheses, in rank order; return the units now full.
+
+        The only per-hypothesis loop of a step, over the eos candidates found at that step.
+        """
+        hyp_tokens, hyp_lp, norm = hyps
+        full = []
+        for i, u in enumerate(units):
+            count = int(unit_count[u])
+            if count >= W:
+                continue
+            unit_count[u] = count + 1
+            if count + 1 == W:
+                full.append(u)
+            hyp = {"tokens": hyp_tokens[i], "score": norm[i], "positional_scores": hyp_lp[i]}
+            finalized[int(unit_sent[u])].append(hyp)
+        return full

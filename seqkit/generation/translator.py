@@ -1,0 +1,130 @@
+"""Load a checkpoint once, then translate: binarized splits, streams of raw lines, Python lists.
+
+    from seqkit.generation.translator import Translator
+    t = Translator.from_checkpoint("checkpoints/checkpoint_best.pt", beam=5)
+    t.translate(["Ein Hund läuft im Schnee."])  # -> ["A dog runs in the snow."]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+
+import torch
+from omegaconf import MISSING
+
+from seqkit.common_config import CommonConfig
+from seqkit.data.pair_dataset import collate_raw
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.generation.config import GenerationConfig
+from seqkit.generation.search import SequenceGenerator
+from seqkit.registry import MODELS, TASKS
+
+log = logging.getLogger("seqkit.generate")
+
+
+@dataclass
+class GenerateConfig:
+    common: CommonConfig = arg(help="seeds, precision, device, logging", factory=CommonConfig)
+    generation: GenerationConfig = arg(help="beam search / sampling settings", factory=GenerationConfig)
+    task: Any = arg(MISSING, "the task; task.data locates binarized splits (hydra group `task`)")
+    path: str = arg("", "checkpoint to load (model, dictionaries and tokenizer all come from it)")
+    gen_subset: str = arg("test", "binarized split of task.data to translate (ignored with input=-)")
+    input: str = arg("", "'-' reads raw text lines from stdin instead of a binarized split")
+    batch_size: int = arg(64, "sentences per batch")
+    max_tokens: int = arg(0, "also cap a batch's source tokens (0: no cap)")
+    buffer_size: int = arg(0, "with input=-, lines read before translating a chunk (0: batch_size)")
+    results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
+
+
+def _merge_generation(cfg: GenerationConfig, overrides: Dict[str, Any]) -> GenerationConfig:
+    names = {f.name for f in dataclasses.fields(GenerationConfig)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise SeqkitError(f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
+    return dataclasses.replace(cfg, **overrides)
+
+
+class Translator:
+    """A model, its task (dictionaries, tokenizer) and a generator, ready to translate."""
+
+    def __init__(self, task: Any, model: torch.nn.Module, gen_cfg: GenerationConfig, device: torch.device,
+                 precision: str = "fp32"):
+        self.task, self.model, self.device = task, model.eval(), device
+        self.gen_cfg = gen_cfg
+        self.generator = SequenceGenerator(task.tgt_dict, gen_cfg)
+        self.autocast_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+    @classmethod
+    def from_checkpoint(cls, path: str, device: str = "cpu", precision: str = "fp32",
+                        gen_cfg: Optional[GenerationConfig] = None, task_overrides: Optional[Dict[str, Any]] = None,
+                        **generation: Any) -> "Translator":
+        """Build everything from one checkpoint; keyword arguments override GenerationConfig fields."""
+        import seqkit
+        from seqkit.training import checkpoints
+
+        seqkit.import_builtin_components()
+        state = checkpoints.load(path)
+        cfg = state["cfg"]
+        task_values = {**cfg["task"], **(task_overrides or {})}
+        task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
+        model = task.build_model(MODELS.make_config(cfg["model"]))
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError as e:
+            raise SeqkitError(f"{path}: weights do not fit the model it describes ({str(e).splitlines()[0]})") from None
+        dev = torch.device(device)
+        gen_cfg = _merge_generation(gen_cfg or GenerationConfig(), generation)
+        return cls(task, model.to(dev), gen_cfg, dev, precision)
+
+    def _autocast(self) -> Any:
+        import contextlib
+
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def _check_lengths(self, ids: Sequence[int], lengths: Sequence[int]) -> None:
+        max_src = self.model.max_positions()[0]
+        for sid, n in zip(ids, lengths):
+            if n > max_src:
+                raise SeqkitError(f"sentence {sid} has {n} tokens but the model accepts at most {max_src}")
+
+    def generate_batches(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0) -> Iterator[Dict[str, Any]]:
+        """Yield ``{"id", "hypos"}`` for each source id list (ids with eos); order: by length, not input."""
+        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+        self._check_lengths(order, [len(sources[i]) for i in order])
+        start = 0
+        while start < len(order):
+            end = start + 1
+            longest = len(sources[order[start]])  # sorted longest first
+            while end < len(order) and end - start < batch_size and (max_tokens <= 0 or longest * (end - start + 1) <= max_tokens):
+                end += 1
+            chunk = order[start:end]
+            batch = collate_raw([sources[i] for i in chunk], self.task.src_dict.pad())
+            with torch.inference_mode(), self._autocast():
+                hypos = self.generator.generate(self.model, batch["src_tokens"].to(self.device),
+                                                batch["src_lengths"].to(self.device))
+            for i, h in zip(chunk, hypos):
+                yield {"id": i, "hypos": h}
+            start = end
+
+    def hypothesis_text(self, hypo: Dict[str, Any]) -> Dict[str, Any]:
+        pieces = self.task.pieces(hypo["tokens"])
+        return {"pieces": pieces, "text": self.task.detokenize(pieces), "score": float(hypo["score"]),
+                "positional_scores": hypo["positional_scores"].tolist()}
+
+    def translate(self, sentences: Iterable[str], batch_size: int = 64) -> List[str]:
+        """Best translation of each sentence, in input order."""
+        return [nbest[0]["text"] for nbest in self.translate_nbest(list(sentences), batch_size)]
+
+    def translate_nbest(self, sentences: List[str], batch_size: int = 64) -> List[List[Dict[str, Any]]]:
+        """``nbest`` hypotheses per sentence (pieces, text, score, positional scores), in input order."""
+        sources = [self.task.encode_source(s) for s in sentences]
+        out: List[List[Dict[str, Any]]] = [[] for _ in sources]
+        for r in self.generate_batches(sources, batch_size):
+            out[r["id"]] = [self.hypothesis_text(h) for h in r["hypos"]]
+        return out

@@ -1,0 +1,99 @@
+"""File helpers: strict UTF-8 line reading, atomic writes, output folders that appear whole."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import shutil
+import tempfile
+from typing import Iterator, List
+
+from seqkit.errors import SeqkitError
+
+
+def open_text(path: str):
+    """Open a text file (plain or .gz) for strict UTF-8 reading; a clear error if missing."""
+    if not os.path.isfile(path):
+        raise SeqkitError(f"file not found: {path}")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
+    return open(path, "r", encoding="utf-8", errors="strict", newline="\n")
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """Lines of a UTF-8 file without their newline; non-UTF-8 bytes are an error naming the line."""
+    if not os.path.isfile(path):
+        raise SeqkitError(f"file not found: {path}")
+    lineno = 0
+    try:
+        # binary + per-line decode, so an error names the exact line and byte
+        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+            for lineno, raw in enumerate(f, 1):
+                yield raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise SeqkitError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    except (OSError, EOFError) as e:
+        raise SeqkitError(f"{path}: cannot read ({e})") from None
+
+
+def read_all_lines(path: str) -> List[str]:
+    return list(read_lines(path))
+
+
+def fsync_dir(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, fsync, then rename over it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary folder that becomes ``dest`` only if the block succeeds.
+
+    On any error the temporary folder is removed and ``dest`` is left as it was, so a failed run
+    never leaves a half-written output folder.
+    """
+    dest = os.path.abspath(dest)
+    if os.path.exists(dest) and os.listdir(dest) and not overwrite:
+        raise SeqkitError(f"output folder {dest} exists and is not empty (pass overwrite=true to replace it)")
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
+    try:
+        yield tmp
+        if os.path.exists(dest):
+            old = tmp + ".old"
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+        fsync_dir(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,78 @@
+"""Multi-head attention over ``torch.nn.functional.scaled_dot_product_attention``.
+
+Shapes: B batch, T query length, S key length, C model dim, H heads, D = C // H.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiheadAttention(nn.Module):
+    """Self-attention (one fused q/k/v projection) or cross-attention (q and a fused k/v projection)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, self_attention: bool = True):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.dropout = dropout
+        self.self_attention = self_attention
+        if self_attention:
+            self.qkv_proj = nn.Linear(embed_dim, 3 * embed_dim)
+        else:
+            self.q_proj = nn.Linear(embed_dim, embed_dim)
+            self.kv_proj = nn.Linear(embed_dim, 2 * embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.qkv_proj,) if self.self_attention else (self.q_proj, self.kv_proj):
+            # xavier over each of q/k/v separately, as for three (C, C) matrices
+            nn.init.xavier_uniform_(lin.weight, gain=2**-0.5)
+            nn.init.zeros_(lin.bias)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+
+    def project_kv(self, memory: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention keys and values of ``memory`` ``(B, S, C)`` -> 2 x ``(B, H, S, D)``."""
+        k, v = self.kv_proj(memory).chunk(2, dim=-1)
+        return self._heads(k), self._heads(v)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: Optional[torch.Tensor] = None,
+        attn_mask: Optional[torch.Tensor] = None,
+        is_causal: bool = False,
+        kv: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        """Attend from ``x`` ``(B, T, C)``.
+
+        Self-attention: keys/values from ``x``; with ``kv`` (cached keys/values of earlier steps,
+        each ``(B, H, t, D)``) the new ones are appended. Cross-attention: keys/values from
+        ``memory`` ``(B, S, C)`` or precomputed ``kv``. ``attn_mask`` is boolean, True = attend,
+        broadcastable to ``(B, H, T, S)``. Returns the output ``(B, T, C)`` and the keys/values used.
+        """
+        B, T, C = x.shape
+        if self.self_attention:
+            q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
+            q, k, v = self._heads(q), self._heads(k), self._heads(v)
+            if kv is not None:
+                k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
+        else:
+            q = self._heads(self.q_proj(x))
+            k, v = kv if kv is not None else self.project_kv(memory)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
+        )  # (B, H, T, D)
+        out = out.transpose(1, 2).reshape(B, T, C)
+        return self.out_proj(out), (k, v)

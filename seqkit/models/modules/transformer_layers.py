@@ -1,0 +1,94 @@
+"""Transformer encoder and decoder layers, pre-norm or post-norm.
+
+Shapes: B batch, T target length, S source length, C model dim.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqkit.models.modules.attention import MultiheadAttention
+
+KV = Tuple[torch.Tensor, torch.Tensor]
+
+
+class FeedForward(nn.Module):
+    """Linear -> activation -> dropout -> linear."""
+
+    def __init__(self, embed_dim: int, ffn_dim: int, activation: str, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, embed_dim)
+        self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]
+        self.activation_dropout = activation_dropout
+        for lin in (self.fc1, self.fc2):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.dropout(self.activation(self.fc1(x)), self.activation_dropout, self.training)
+        return self.fc2(x)
+
+
+class _Residual(nn.Module):
+    """``x + dropout(f(norm(x)))`` (pre-norm) or ``norm(x + dropout(f(x)))`` (post-norm)."""
+
+    def __init__(self, embed_dim: int, dropout: float, normalize_before: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(embed_dim)
+        self.dropout, self.normalize_before = dropout, normalize_before
+
+    def pre(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.normalize_before else x
+
+    def post(self, residual: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = residual + F.dropout(y, self.dropout, self.training)
+        return x if self.normalize_before else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
+                 activation_dropout: float, activation: str, normalize_before: bool):
+        super().__init__()
+        self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
+        self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
+        self.attn_res = _Residual(embed_dim, dropout, normalize_before)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before)
+
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding)."""
+        y, _ = self.self_attn(self.attn_res.pre(x), attn_mask=attn_mask)
+        x = self.attn_res.post(x, y)
+        return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
+                 activation_dropout: float, activation: str, normalize_before: bool):
+        super().__init__()
+        self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
+        self.cross_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=False)
+        self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
+        self.self_res = _Residual(embed_dim, dropout, normalize_before)
+        self.cross_res = _Residual(embed_dim, dropout, normalize_before)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory_mask: Optional[torch.Tensor],
+        cross_kv: KV,
+        self_kv: Optional[KV] = None,
+    ) -> Tuple[torch.Tensor, KV]:
+        """``x`` ``(B, T, C)``. Training: ``self_kv`` None and causal attention over ``x``.
+        Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values, which
+        are returned extended by this step."""
+        y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv)
+        x = self.self_res.post(x, y)
+        y, _ = self.cross_attn(self.cross_res.pre(x), attn_mask=memory_mask, kv=cross_kv)
+        x = self.cross_res.post(x, y)
+        return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x))), new_kv

@@ -1,0 +1,174 @@
+"""Transformer encoder-decoder (Vaswani et al., 2017) with named presets.
+
+Shapes: B batch, S source length, T target length, C embed_dim, V vocabulary, L layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.models.base import Cache, EncoderDecoderModel, EncoderOut
+from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.transformer_layers import DecoderLayer, EncoderLayer
+from seqkit.registry import MODELS
+
+
+@dataclass
+class TransformerConfig:
+    name: str = arg("transformer", "registry name of the model family")
+    encoder_layers: int = arg(6, "number of encoder layers")
+    decoder_layers: int = arg(6, "number of decoder layers")
+    embed_dim: int = arg(512, "model (embedding) dimension C")
+    ffn_dim: int = arg(2048, "inner dimension of the feed-forward blocks")
+    attention_heads: int = arg(8, "attention heads (embed_dim must be divisible by it)")
+    dropout: float = arg(0.1, "dropout on embeddings and residual branches")
+    attention_dropout: float = arg(0.0, "dropout on attention weights")
+    activation_dropout: float = arg(0.0, "dropout after the feed-forward activation")
+    activation: str = arg("relu", "feed-forward activation: relu or gelu")
+    normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block) instead of post-norm")
+    learned_positions: bool = arg(False, "learned position embeddings instead of sinusoids")
+    max_source_positions: int = arg(1024, "longest source (tokens, eos included)")
+    max_target_positions: int = arg(1024, "longest target (tokens, eos included)")
+    share_all_embeddings: bool = arg(False, "one embedding matrix for source, target and output (needs a joined dictionary)")
+    share_decoder_input_output_embed: bool = arg(True, "tie the decoder's input embedding and output projection")
+    no_scale_embedding: bool = arg(False, "do not multiply embeddings by sqrt(embed_dim)")
+
+
+@MODELS.preset("transformer_base")
+def transformer_base() -> TransformerConfig:
+    """Vaswani et al. base: 6+6 layers, d 512, ffn 2048, 8 heads."""
+    return TransformerConfig()
+
+
+@MODELS.preset("transformer_big")
+def transformer_big() -> TransformerConfig:
+    """Vaswani et al. big: d 1024, ffn 4096, 16 heads, dropout 0.3."""
+    return dataclasses.replace(transformer_base(), embed_dim=1024, ffn_dim=4096, attention_heads=16, dropout=0.3)
+
+
+@MODELS.preset("transformer_small")
+def transformer_small() -> TransformerConfig:
+    """Small-data preset (Multi30k, IWSLT): 3+3 layers, d 256, ffn 1024, 4 heads, dropout 0.3."""
+    return dataclasses.replace(
+        transformer_base(), encoder_layers=3, decoder_layers=3, embed_dim=256, ffn_dim=1024, attention_heads=4,
+        dropout=0.3,
+    )
+
+
+@MODELS.preset("transformer_tiny")
+def transformer_tiny() -> TransformerConfig:
+    """For tests and CPU smoke runs: 2+2 layers, d 64, ffn 128, 4 heads."""
+    return dataclasses.replace(
+        transformer_base(), encoder_layers=2, decoder_layers=2, embed_dim=64, ffn_dim=128, attention_heads=4,
+        max_source_positions=256, max_target_positions=256,
+    )
+
+
+def _embedding(num: int, dim: int, pad: int) -> nn.Embedding:
+    emb = nn.Embedding(num, dim, padding_idx=pad)
+    nn.init.normal_(emb.weight, mean=0.0, std=dim**-0.5)
+    with torch.no_grad():
+        emb.weight[pad].zero_()
+    return emb
+
+
+@MODELS.register("transformer", TransformerConfig)
+class TransformerModel(EncoderDecoderModel):
+    """Encoder-decoder Transformer; ``build(cfg, src_dict, tgt_dict)`` is the registry builder."""
+
+    def __init__(self, cfg: TransformerConfig, src_dict: Dictionary, tgt_dict: Dictionary):
+        super().__init__()
+        self.cfg = cfg
+        C, pad = cfg.embed_dim, src_dict.pad()
+        self.pad = pad
+        if cfg.share_all_embeddings and src_dict != tgt_dict:
+            raise SeqkitError("model.share_all_embeddings=true needs a joined dictionary (seqkit-preprocess joined_dictionary=true)")
+        self.src_embed = _embedding(len(src_dict), C, pad)
+        self.tgt_embed = self.src_embed if cfg.share_all_embeddings else _embedding(len(tgt_dict), C, pad)
+        self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(C)
+        pos = LearnedPositions if cfg.learned_positions else SinusoidalPositions
+        self.src_pos = pos(cfg.max_source_positions, C)
+        self.tgt_pos = pos(cfg.max_target_positions, C)
+        layer_args = (C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
+                      cfg.activation_dropout, cfg.activation, cfg.normalize_before)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.decoder_layers))
+        # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
+        self.encoder_norm = nn.LayerNorm(C) if cfg.normalize_before else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(C) if cfg.normalize_before else nn.Identity()
+        if cfg.share_decoder_input_output_embed or cfg.share_all_embeddings:
+            self.output_proj = None
+        else:
+            self.output_proj = nn.Linear(C, len(tgt_dict), bias=False)
+            nn.init.normal_(self.output_proj.weight, mean=0.0, std=C**-0.5)
+
+    @classmethod
+    def build(cls, cfg: TransformerConfig, src_dict: Dictionary, tgt_dict: Dictionary) -> "TransformerModel":
+        return cls(cfg, src_dict, tgt_dict)
+
+    def max_positions(self) -> Tuple[int, int]:
+        return self.cfg.max_source_positions, self.cfg.max_target_positions
+
+    # -- encoder ---------------------------------------------------------------------------
+    def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOut:
+        B, S = src_tokens.shape
+        if S > self.cfg.max_source_positions:
+            raise SeqkitError(f"source of {S} tokens exceeds model.max_source_positions={self.cfg.max_source_positions}")
+        x = self.embed_scale * self.src_embed(src_tokens) + self.src_pos(S)  # (B, S, C)
+        x = F.dropout(x, self.cfg.dropout, self.training)
+        keep = src_tokens.ne(self.pad)  # (B, S)
+        # a batch without padding needs no mask, which lets SDPA take its fastest path
+        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+        for layer in self.encoder_layers:
+            x = layer(x, mask)
+        return {"out": self.encoder_norm(x), "keep": keep}
+
+    # -- decoder ---------------------------------------------------------------------------
+    def _memory_mask(self, enc: EncoderOut) -> Optional[torch.Tensor]:
+        keep = enc["keep"]
+        return None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+
+    def _output(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.decoder_norm(x)
+        weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
+        return F.linear(x, weight)  # (..., V)
+
+    def _embed_target(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
+        x = self.embed_scale * self.tgt_embed(tokens) + self.tgt_pos(tokens.size(1), offset)
+        return F.dropout(x, self.cfg.dropout, self.training)
+
+    def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
+        T = prev_output_tokens.size(1)
+        if T > self.cfg.max_target_positions:
+            raise SeqkitError(f"target of {T} tokens exceeds model.max_target_positions={self.cfg.max_target_positions}")
+        x = self._embed_target(prev_output_tokens, 0)  # (B, T, C)
+        mask = self._memory_mask(enc)
+        for layer in self.decoder_layers:
+            x, _ = layer(x, mask, layer.cross_attn.project_kv(enc["out"]))
+        return self._output(x)  # (B, T, V)
+
+    def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
+        """Cross-attention keys/values once per sentence; self-attention keys/values grow per step."""
+        cache: Cache = {}
+        for i, layer in enumerate(self.decoder_layers):
+            cache[f"{i}.ck"], cache[f"{i}.cv"] = layer.cross_attn.project_kv(enc["out"])  # (B, H, S, D)
+        return cache
+
+    def decode_step(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int) -> torch.Tensor:
+        x = self._embed_target(tokens, step)  # (B, 1, C)
+        mask = self._memory_mask(enc)
+        for i, layer in enumerate(self.decoder_layers):
+            self_kv = (cache[f"{i}.k"], cache[f"{i}.v"]) if step > 0 else None
+            x, (k, v) = layer(x, mask, (cache[f"{i}.ck"], cache[f"{i}.cv"]), self_kv)
+            cache[f"{i}.k"], cache[f"{i}.v"] = k, v  # (B, H, step + 1, D)
+        return self._output(x[:, 0])  # (B, V)

@@ -1,0 +1,3 @@
+"""Optimizers and learning-rate schedulers (``seqkit.registry.OPTIMIZERS`` / ``LR_SCHEDULERS``)."""
+
+from seqkit.optim import lr_schedulers, optimizers  # noqa: F401

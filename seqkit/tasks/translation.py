@@ -1,0 +1,148 @@
+"""Translation: parallel data binarized by ``seqkit-preprocess`` -> encoder-decoder models."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.indexed_dataset import IndexedDataset
+from seqkit.data.pair_dataset import LanguagePairDataset
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.registry import CRITERIA, MODELS, TASKS
+from seqkit.tokenizers import Tokenizer, load_tokenizer
+
+log = logging.getLogger("seqkit.translation")
+
+
+@dataclass
+class TranslationConfig:
+    name: str = arg("translation", "registry name")
+    data: str = arg("data-bin", "folder written by seqkit-preprocess")
+    source_lang: Optional[str] = arg(None, "source language (default: from the data folder's preprocess.json)")
+    target_lang: Optional[str] = arg(None, "target language (default: from preprocess.json)")
+    eval_bleu: bool = arg(False, "also compute detokenized sacreBLEU on the valid set each validation (beam search)")
+    eval_bleu_beam: int = arg(5, "beam size for eval_bleu")
+    eval_bleu_max_sentences: int = arg(0, "translate only the first N valid sentences for eval_bleu (0: all)")
+    eval_bleu_batch_size: int = arg(64, "sentences per generation batch for eval_bleu")
+
+
+@TASKS.register("translation", TranslationConfig)
+class TranslationTask:
+    """Dictionaries and tokenizer come from the data folder (training) or a checkpoint (inference)."""
+
+    def __init__(self, cfg: TranslationConfig, state: Optional[Dict[str, Any]] = None):
+        self.cfg = cfg
+        if state is None:
+            state = self._read_data_folder(cfg)
+        self.source_lang, self.target_lang = state["source_lang"], state["target_lang"]
+        self.src_dict = Dictionary.from_state_dict(state["src_dict"])
+        self.tgt_dict = Dictionary.from_state_dict(state["tgt_dict"])
+        self._tokenizer_states = {"src": state.get("src_tokenizer"), "tgt": state.get("tgt_tokenizer")}
+        self._tokenizers: Dict[str, Tokenizer] = {}
+
+    @staticmethod
+    def _read_data_folder(cfg: TranslationConfig) -> Dict[str, Any]:
+        meta_path = os.path.join(cfg.data, "preprocess.json")
+        if not os.path.isfile(meta_path):
+            raise SeqkitError(f"{cfg.data} is not a seqkit-preprocess output folder (no preprocess.json)")
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+        src = cfg.source_lang or meta.get("source_lang")
+        tgt = cfg.target_lang or meta.get("target_lang")
+        if not src or not tgt:
+            raise SeqkitError(f"{cfg.data}: translation needs a source and a target language")
+        state: Dict[str, Any] = {"source_lang": src, "target_lang": tgt}
+        for side, lang in (("src", src), ("tgt", tgt)):
+            state[f"{side}_dict"] = Dictionary.load(os.path.join(cfg.data, f"dict.{lang}.txt")).state_dict()
+            tok_path = os.path.join(cfg.data, f"tokenizer.{lang}.pt")
+            state[f"{side}_tokenizer"] = (
+                torch.load(tok_path, map_location="cpu", weights_only=True) if os.path.isfile(tok_path) else None
+            )
+        return state
+
+    def checkpoint_state(self) -> Dict[str, Any]:
+        """What a checkpoint must hold to rebuild this task without the data folder."""
+        return {
+            "source_lang": self.source_lang,
+            "target_lang": self.target_lang,
+            "src_dict": self.src_dict.state_dict(),
+            "tgt_dict": self.tgt_dict.state_dict(),
+            "src_tokenizer": self._tokenizer_states["src"],
+            "tgt_tokenizer": self._tokenizer_states["tgt"],
+        }
+
+    # -- data --------------------------------------------------------------------------------
+    def split_exists(self, split: str) -> bool:
+        prefix = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}.{self.source_lang}")
+        return os.path.isfile(prefix + ".idx")
+
+    def load_dataset(self, split: str, with_target: bool = True) -> LanguagePairDataset:
+        base = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}")
+        src = IndexedDataset(f"{base}.{self.source_lang}")
+        src.check_vocab(len(self.src_dict))
+        tgt = None
+        if with_target:
+            tgt = IndexedDataset(f"{base}.{self.target_lang}")
+            tgt.check_vocab(len(self.tgt_dict))
+            if len(src) != len(tgt):
+                raise SeqkitError(f"{base}: {len(src)} source but {len(tgt)} target sentences")
+        return LanguagePairDataset(src, tgt, self.src_dict, self.tgt_dict)
+
+    # -- components -----------------------------------------------------------------------------
+    def build_model(self, model_cfg: Any) -> torch.nn.Module:
+        return MODELS.build(model_cfg, self.src_dict, self.tgt_dict)
+
+    def build_criterion(self, criterion_cfg: Any) -> Callable:
+        return CRITERIA.build(criterion_cfg, self.tgt_dict.pad())
+
+    # -- text <-> ids ------------------------------------------------------------------------------
+    def tokenizer(self, side: str) -> Optional[Tokenizer]:
+        if side not in self._tokenizers and self._tokenizer_states.get(side) is not None:
+            self._tokenizers[side] = load_tokenizer(self._tokenizer_states[side])
+        return self._tokenizers.get(side)
+
+    def encode_source(self, line: str) -> List[int]:
+        tok = self.tokenizer("src")
+        pieces = tok.encode(line) if tok is not None else line.split()
+        return self.src_dict.encode(pieces, append_eos=True)
+
+    def pieces(self, ids: Any, side: str = "tgt") -> List[str]:
+        return (self.tgt_dict if side == "tgt" else self.src_dict).string(ids)
+
+    def detokenize(self, pieces: List[str], side: str = "tgt") -> str:
+        tok = self.tokenizer(side)
+        return tok.decode(pieces) if tok is not None else " ".join(pieces)
+
+    # -- validation extras -------------------------------------------------------------------------
+    def valid_metrics(self, model: Any, dataset: LanguagePairDataset, make_generator: Callable) -> Dict[str, float]:
+        """Detokenized sacreBLEU of beam search on ``dataset`` when ``eval_bleu`` (else nothing)."""
+        if not self.cfg.eval_bleu:
+            return {}
+        import sacrebleu
+
+        n = len(dataset) if self.cfg.eval_bleu_max_sentences <= 0 else min(len(dataset), self.cfg.eval_bleu_max_sentences)
+        generator = make_generator(beam=self.cfg.eval_bleu_beam)
+        hyps: List[str] = []
+        refs: List[str] = []
+        bs = self.cfg.eval_bleu_batch_size
+        # sort by length so batches carry little padding; scores do not depend on the order
+        order = sorted(range(n), key=lambda i: int(dataset.src_sizes[i]))
+        out: Dict[int, str] = {}
+        for start in range(0, n, bs):
+            sample = dataset.collate(order[start : start + bs])
+            ni = sample["net_input"]
+            results = generator.generate(model, ni["src_tokens"], ni["src_lengths"])
+            for sid, nbest in zip(sample["id"].tolist(), results):
+                out[sid] = self.detokenize(self.pieces(nbest[0]["tokens"]))
+        for i in range(n):
+            hyps.append(out[i])
+            refs.append(self.detokenize(self.pieces(dataset.tgt[i])))
+        bleu = sacrebleu.corpus_bleu(hyps, [refs])
+        return {"bleu": round(bleu.score, 2)}

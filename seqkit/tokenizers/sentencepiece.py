@@ -1,0 +1,123 @@
+"""SentencePiece subwords (BPE or unigram), trained with the ``sentencepiece`` library.
+
+The trained model travels as its serialized proto (``bytes``) inside the state dict, so a
+checkpoint or ``tokenizer.LANG.pt`` loads under ``torch.load(weights_only=True)`` with no side file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Sequence
+
+from seqkit.dataclass_utils import arg, to_plain
+from seqkit.errors import SeqkitError
+from seqkit.registry import TOKENIZERS
+from seqkit.tokenizers.base import Tokenizer
+
+SPACE = "\u2581"  # sentencepiece's visible space, "▁"
+
+
+@dataclass
+class SentencePieceConfig:
+    name: str = arg("sentencepiece_bpe", "registry name (sentencepiece_bpe or sentencepiece_unigram)")
+    vocab_size: int = arg(8000, "pieces in the model, <unk> included")
+    character_coverage: float = arg(1.0, "share of characters covered; the rarest rest map to <unk>")
+    max_sentence_length: int = arg(4192, "training lines longer than this many bytes are skipped")
+    input_sentence_size: int = arg(0, "train on a random sample of this many lines (0 = all)")
+    seed: int = arg(1, "random seed of the sampling above")
+    num_threads: int = arg(4, "training threads; part of the result for unigram, so fixed here")
+    normalization_rule_name: str = arg(
+        "identity", "text normalization: identity keeps text exact (decode inverts encode), or nmt_nfkc"
+    )
+
+
+@dataclass
+class SentencePieceUnigramConfig(SentencePieceConfig):
+    name: str = arg("sentencepiece_unigram", "registry name (sentencepiece_bpe or sentencepiece_unigram)")
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """Pieces are sentencepiece's (a word starts with ``▁``); ``model_type`` comes from the name."""
+
+    model_type = "bpe"
+
+    def __init__(self, cfg: Any):
+        super().__init__(cfg)
+        self.model_proto: bytes | None = None
+        self._sp = None
+
+    def train(self, files: Sequence[str], work_dir: str) -> None:
+        import sentencepiece as spm
+
+        prefix = os.path.join(work_dir, "spm")
+        spm.set_random_generator_seed(self.cfg.seed)
+        try:
+            spm.SentencePieceTrainer.train(
+                input=list(files),
+                model_prefix=prefix,
+                model_type=self.model_type,
+                vocab_size=self.cfg.vocab_size,
+                character_coverage=self.cfg.character_coverage,
+                max_sentence_length=self.cfg.max_sentence_length,
+                input_sentence_size=self.cfg.input_sentence_size,
+                shuffle_input_sentence=True,
+                num_threads=self.cfg.num_threads,
+                normalization_rule_name=self.cfg.normalization_rule_name,
+                # only <unk>: bos/eos are the Dictionary's, not pieces of the text
+                bos_id=-1,
+                eos_id=-1,
+                minloglevel=2,  # errors only: no per-step log spam on stderr
+            )
+        except RuntimeError as e:  # bad option or vocab_size too large for the data
+            msg = str(e).splitlines()[0]
+            msg = msg.split("] ", 1)[-1]  # drop the "INTERNAL: file.cc(744) [check]" prefix
+            raise SeqkitError(f"{self.cfg.name}: training failed: {msg}") from None
+        with open(prefix + ".model", "rb") as f:
+            self._load(f.read())
+
+    def _load(self, proto: bytes) -> None:
+        import sentencepiece as spm
+
+        self.model_proto = bytes(proto)
+        self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
+
+    def _processor(self):
+        if self._sp is None:
+            raise RuntimeError("sentencepiece tokenizer used before train() or load_state_dict()")
+        return self._sp
+
+    def encode(self, line: str) -> List[str]:
+        return self._processor().encode(line, out_type=str)
+
+    def decode(self, pieces: Sequence[str]) -> str:
+        # Joining by hand (as sentencepiece does for plain pieces) keeps pieces outside the model,
+        # e.g. a character never seen in training, instead of turning them into " ⁇ ".
+        return "".join(pieces).replace(SPACE, " ").strip()
+
+    def vocab_pieces(self) -> List[str]:
+        """Every piece ``encode`` can emit from the model (``<unk>`` and control pieces left out).
+
+        BPE keeps intermediate merges that may never appear in the encoded training text but
+        can in other text, so the dictionary includes them all.
+        """
+        sp = self._processor()
+        n = sp.get_piece_size()
+        return [sp.id_to_piece(i) for i in range(n) if not (sp.is_unknown(i) or sp.is_control(i))]
+
+    def state_dict(self) -> Dict[str, Any]:
+        self._processor()
+        return {"config": to_plain(self.cfg), "model_proto": self.model_proto}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._load(state["model_proto"])
+
+
+@TOKENIZERS.register("sentencepiece_bpe", SentencePieceConfig)
+class SentencePieceBPETokenizer(SentencePieceTokenizer):
+    model_type = "bpe"
+
+
+@TOKENIZERS.register("sentencepiece_unigram", SentencePieceUnigramConfig)
+class SentencePieceUnigramTokenizer(SentencePieceTokenizer):
+    model_type = "unigram"

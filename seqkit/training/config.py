@@ -1,0 +1,58 @@
+"""The schema of ``seqkit-train`` (hydra ``train_schema``): shared sections + component groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from seqkit.common_config import CommonConfig
+from seqkit.dataclass_utils import arg
+
+
+@dataclass
+class DatasetConfig:
+    max_tokens: int = arg(4096, "token budget of a batch (sentences x longest, padding included)")
+    max_sentences: int = arg(0, "most sentences in a batch (0: no limit)")
+    train_subset: str = arg("train", "split to train on")
+    valid_subset: str = arg("valid", "split to validate on (skipped if the data has none)")
+    max_tokens_valid: int = arg(0, "token budget for validation batches (0: max_tokens)")
+    skip_invalid_size_inputs: bool = arg(True, "skip (and count) training pairs longer than the model's positions; false: error")
+
+
+@dataclass
+class OptimizationConfig:
+    max_epoch: int = arg(0, "stop after this many epochs (0: no limit)")
+    max_update: int = arg(0, "stop after this many updates (0: no limit)")
+    stop_time_hours: float = arg(0.0, "stop after this much training time, in hours (0: no limit)")
+    update_freq: int = arg(1, "batches accumulated into one update (gradient accumulation)")
+    clip_norm: float = arg(0.0, "clip the global gradient norm to this (0: no clipping)")
+    patience: int = arg(-1, "early stopping: stop after this many validations without a new best (-1: off)")
+
+
+@dataclass
+class CheckpointConfig:
+    save_dir: str = arg("checkpoints", "folder for checkpoint_last.pt, checkpoint_best.pt, checkpointN.pt and logs")
+    save_interval: int = arg(1, "save every N epochs")
+    save_interval_updates: int = arg(0, "also save checkpoint_last every N updates (0: only at epoch ends)")
+    keep_last_epochs: int = arg(-1, "keep only the last N checkpointN.pt files (-1: keep all)")
+    no_epoch_checkpoints: bool = arg(False, "only write checkpoint_last and checkpoint_best")
+    no_save: bool = arg(False, "write no checkpoints at all")
+    best_checkpoint_metric: str = arg("loss", "validation metric that picks checkpoint_best (loss, nll_loss, ppl, bleu)")
+    maximize_best_checkpoint_metric: bool = arg(False, "higher is better for best_checkpoint_metric (true for bleu)")
+    reset: bool = arg(False, "ignore an existing checkpoint_last and start from scratch")
+    restore_file: Optional[str] = arg(None, "initialize the model from this checkpoint's weights (fine-tuning; optimizer state not loaded)")
+
+
+@dataclass
+class TrainConfig:
+    common: CommonConfig = arg(help="seeds, precision, device, logging", factory=CommonConfig)
+    dataset: DatasetConfig = arg(help="batching", factory=DatasetConfig)
+    optimization: OptimizationConfig = arg(help="stopping, accumulation, clipping", factory=OptimizationConfig)
+    checkpoint: CheckpointConfig = arg(help="saving and resuming", factory=CheckpointConfig)
+    task: Any = arg(MISSING, "the task (hydra group `task`)")
+    model: Any = arg(MISSING, "the model and its preset (hydra group `model`)")
+    criterion: Any = arg(MISSING, "the training objective (hydra group `criterion`)")
+    optimizer: Any = arg(MISSING, "the optimizer (hydra group `optimizer`)")
+    lr_scheduler: Any = arg(MISSING, "the learning-rate schedule (hydra group `lr_scheduler`)")

@@ -1,0 +1,101 @@
+"""Meters and log output: a progress bar on a TTY (rank 0 only), otherwise clean line or JSON
+logs, plus a JSON-lines file of every logged record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from typing import Any, Dict, Optional
+
+log = logging.getLogger("seqkit.train")
+
+LN2 = math.log(2)
+
+
+class Meter:
+    """Sums of criterion logging outputs over an interval; losses reported per token in base 2."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums: Dict[str, float] = {}
+        self.updates = 0
+        self.start = time.perf_counter()
+
+    def add(self, logging_output: Dict[str, float]) -> None:
+        for k, v in logging_output.items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+
+    def summary(self) -> Dict[str, float]:
+        s = self.sums
+        ntok = max(s.get("ntokens", 0.0), 1.0)
+        size = max(s.get("sample_size", ntok), 1.0)
+        out: Dict[str, float] = {}
+        if "loss" in s:
+            out["loss"] = round(s["loss"] / size / LN2, 3)
+        if "nll_loss" in s:
+            nll = s["nll_loss"] / ntok / LN2
+            out["nll_loss"] = round(nll, 3)
+            out["ppl"] = round(2 ** min(nll, 60.0), 2)
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        out["tokens_per_s"] = round(s.get("ntokens", 0.0) / elapsed, 1)
+        return out
+
+
+class Progress:
+    """Writes records as a tqdm bar (TTY), ``key=value`` lines (simple) or JSON lines (json)."""
+
+    def __init__(self, fmt: str, log_file: Optional[str], enabled: bool):
+        if fmt == "auto":
+            fmt = "tqdm" if sys.stderr.isatty() else "simple"
+        if fmt not in ("tqdm", "simple", "json"):
+            from seqkit.errors import SeqkitError
+
+            raise SeqkitError(f"unknown common.log_format {fmt!r}; valid: auto, tqdm, simple, json")
+        self.fmt, self.enabled = fmt, enabled
+        self._file = open(log_file, "a", encoding="utf-8") if (enabled and log_file) else None
+        self._bar = None
+
+    def start_epoch(self, epoch: int, total: int, done: int) -> None:
+        if self.enabled and self.fmt == "tqdm":
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, initial=done, desc=f"epoch {epoch:03d}", leave=False, dynamic_ncols=True)
+
+    def step(self, stats: Dict[str, Any]) -> None:
+        """Called every update: moves the bar (no-op for line formats)."""
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix({k: stats[k] for k in ("loss", "ppl", "lr", "tokens_per_s") if k in stats}, refresh=False)
+
+    def end_epoch(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def record(self, tag: str, stats: Dict[str, Any]) -> None:
+        """A log line (and a JSON-lines record) for ``tag`` in train, valid, epoch, info."""
+        if not self.enabled:
+            return
+        rec = {"tag": tag, "time": round(time.time(), 3), **stats}
+        if self._file is not None:
+            self._file.write(json.dumps(rec) + "\n")
+            self._file.flush()
+        if self.fmt == "json":
+            print(json.dumps(rec), file=sys.stderr, flush=True)
+            return
+        line = f"[{tag}] " + " | ".join(f"{k} {v}" for k, v in stats.items())
+        if self._bar is not None:
+            self._bar.write(line, file=sys.stderr)
+        else:
+            log.info(line)
+
+    def close(self) -> None:
+        self.end_epoch()
+        if self._file is not None:
+            self._file.close()
+            self._file = None

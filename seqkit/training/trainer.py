@@ -1,0 +1,308 @@
+"""The one trainer for every task: explicit epoch / update loop, checkpoints, validation.
+
+Follow a batch: ``Trainer.run`` -> ``_epoch`` takes ``update_freq`` batches from the task's
+dataset -> ``train_step`` runs the criterion on each (under autocast), backward with the loss
+divided by the update's total token count, clips, sets the LR from the schedule, steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from seqkit.dataclass_utils import to_plain
+from seqkit.errors import SeqkitError
+from seqkit.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
+from seqkit.training import checkpoints
+from seqkit.training.config import TrainConfig
+from seqkit.training.distributed import DistInfo, all_reduce_sum
+from seqkit.training.precision import Precision
+from seqkit.training.progress import Meter, Progress
+
+log = logging.getLogger("seqkit.train")
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, dist: Optional[DistInfo] = None, make_generator: Any = None):
+        self.cfg, self.dist = cfg, dist or DistInfo()
+        self.device = self.dist.device
+        if cfg.common.threads > 0:
+            torch.set_num_threads(cfg.common.threads)
+        torch.manual_seed(cfg.common.seed)
+        self.task = TASKS.build(cfg.task)
+        self.model = self.task.build_model(cfg.model).to(self.device)
+        self.criterion = self.task.build_criterion(cfg.criterion)
+        self.precision = Precision(cfg.common.precision, self.device)
+        self.optimizer = OPTIMIZERS.build(cfg.optimizer, [p for p in self.model.parameters() if p.requires_grad])
+        opt = cfg.optimization
+        self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, opt.max_update)
+        self.make_generator = make_generator
+        self.train_model = self.model
+        if self.dist.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = DDP(self.model, device_ids=ids)
+        # position in training; all of it is saved and restored
+        self.epoch, self.num_updates, self.batch_offset = 1, 0, 0
+        self.best: Optional[float] = None
+        self.bad_validations = 0
+        self.train_seconds = 0.0
+        n_params = sum(p.numel() for p in self.model.parameters())
+        log.info("model %s: %s parameters; criterion %s; optimizer %s; precision %s; device %s; world size %d",
+                 cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
+                 self.device, self.dist.world_size)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        return {
+            "format": checkpoints.FORMAT_VERSION,
+            "cfg": to_plain(self.cfg),
+            "task_state": self.task.checkpoint_state(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.precision.state_dict(),
+            "train_state": {
+                "epoch": self.epoch,
+                "num_updates": self.num_updates,
+                "batch_offset": self.batch_offset,
+                "best": self.best,
+                "bad_validations": self.bad_validations,
+                "train_seconds": self.train_seconds,
+            },
+            "rng": checkpoints.rng_state(),
+        }
+
+    def load_state_dict(self, state: Dict[str, Any], weights_only: bool = False) -> None:
+        saved_model = state["cfg"].get("model", {})
+        if weights_only:
+            pass
+        elif saved_model != to_plain(self.cfg.model):
+            diff = sorted(k for k in set(saved_model) | set(to_plain(self.cfg.model))
+                          if saved_model.get(k) != getattr(self.cfg.model, k, None))
+            raise SeqkitError(
+                f"{state.get('_path', 'checkpoint')} holds a different model (differs in: {', '.join(diff)}); "
+                "use another checkpoint.save_dir or checkpoint.reset=true"
+            )
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as e:
+            first = str(e).splitlines()[0]
+            raise SeqkitError(f"checkpoint does not fit this model: {first}") from None
+        if weights_only:
+            return
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.precision.load_state_dict(state.get("scaler"))
+        ts = state["train_state"]
+        self.epoch, self.num_updates, self.batch_offset = ts["epoch"], ts["num_updates"], ts["batch_offset"]
+        self.best, self.bad_validations = ts["best"], ts["bad_validations"]
+        self.train_seconds = ts.get("train_seconds", 0.0)
+        checkpoints.set_rng_state(state["rng"])
+
+    def save(self, end_of_epoch: bool, valid: Optional[Dict[str, float]] = None, new_best: bool = False) -> None:
+        ck = self.cfg.checkpoint
+        if ck.no_save or not self.dist.is_main:
+            return
+        os.makedirs(ck.save_dir, exist_ok=True)
+        paths = [os.path.join(ck.save_dir, "checkpoint_last.pt")]
+        done_epoch = self.epoch - 1 if end_of_epoch else None  # self.epoch already points at the next one
+        if done_epoch is not None and not ck.no_epoch_checkpoints and done_epoch % ck.save_interval == 0:
+            paths.append(os.path.join(ck.save_dir, f"checkpoint{done_epoch}.pt"))
+        if new_best:
+            paths.append(os.path.join(ck.save_dir, "checkpoint_best.pt"))
+        t0 = time.perf_counter()
+        checkpoints.write(paths, self.state_dict())
+        if done_epoch is not None:
+            checkpoints.prune_epoch_checkpoints(ck.save_dir, ck.keep_last_epochs)
+        log.info("saved %s (epoch %d, %d updates) in %.1fs", ", ".join(os.path.basename(p) for p in paths),
+                 self.epoch if done_epoch is None else done_epoch, self.num_updates, time.perf_counter() - t0)
+
+    def maybe_resume(self) -> None:
+        ck = self.cfg.checkpoint
+        state = None if ck.reset else checkpoints.load_latest(ck.save_dir)
+        if state is not None:
+            self.load_state_dict(state)
+            log.info("resumed at epoch %d, update %d, batch %d of the epoch", self.epoch, self.num_updates, self.batch_offset)
+        elif ck.restore_file:
+            self.load_state_dict(checkpoints.load(ck.restore_file), weights_only=True)
+            log.info("initialized the model from %s", ck.restore_file)
+
+    # -- one update -------------------------------------------------------------------------------
+    def train_step(self, samples: List[Dict[str, Any]]) -> Dict[str, float]:
+        """One optimizer update over ``samples`` (the ``update_freq`` batches of this rank)."""
+        self.train_model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        # dividing by the update's total sample size (all batches, all ranks) makes the gradient a
+        # per-token mean however the update is split; DDP averages over ranks, hence * world_size
+        total = all_reduce_sum([float(sum(s["ntokens"] for s in samples))], self.dist)[0]
+        scale = self.dist.world_size / max(total, 1.0)
+        logs: Dict[str, float] = {}
+        for i, sample in enumerate(samples):
+            sample = _to_device(sample, self.device)
+            sync = i == len(samples) - 1 or self.dist.world_size == 1
+            with _maybe_no_sync(self.train_model, sync):
+                with self.precision.autocast():
+                    loss, _, logging_output = self.criterion(self.train_model, sample)
+                self.precision.backward(loss * scale)
+            for k, v in logging_output.items():
+                logs[k] = logs.get(k, 0.0) + v
+        gnorm = self.precision.unscale_and_clip(self.optimizer, self.model.parameters(), self.cfg.optimization.clip_norm)
+        lr = self.scheduler.lr_at(self.num_updates)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        stepped = self.precision.step(self.optimizer, gnorm)
+        if stepped:
+            self.num_updates += 1
+        logs["gnorm"], logs["lr"], logs["stepped"] = gnorm, lr, float(stepped)
+        return logs
+
+    # -- validation -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate(self) -> Optional[Dict[str, float]]:
+        split = self.cfg.dataset.valid_subset
+        if not split or not self.task.split_exists(split):
+            return None
+        dataset = self.task.load_dataset(split)
+        self.model.eval()
+        meter = Meter()
+        max_tokens = self.cfg.dataset.max_tokens_valid or self.cfg.dataset.max_tokens
+        batches = dataset.batches(max_tokens, self.cfg.dataset.max_sentences, shuffle=False)
+        for batch in batches[self.dist.rank :: self.dist.world_size]:
+            sample = _to_device(dataset.collate(batch), self.device)
+            with self.precision.autocast():
+                _, _, logging_output = self.criterion(self.model, sample)
+            meter.add(logging_output)
+        keys = ["loss", "nll_loss", "ntokens", "sample_size"]
+        meter.sums = dict(zip(keys, all_reduce_sum([meter.sums.get(k, 0.0) for k in keys], self.dist)))
+        stats = {k: v for k, v in meter.summary().items() if k != "tokens_per_s"}
+        if self.dist.is_main and self.make_generator is not None:
+            with self.precision.autocast():
+                stats.update(self.task.valid_metrics(self.model, dataset, self.make_generator))
+        return stats
+
+    def _is_better(self, value: float) -> bool:
+        if self.best is None:
+            return True
+        return value > self.best if self.cfg.checkpoint.maximize_best_checkpoint_metric else value < self.best
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def _stop_reason(self) -> Optional[str]:
+        opt = self.cfg.optimization
+        if opt.max_update and self.num_updates >= opt.max_update:
+            return f"reached max_update {opt.max_update}"
+        if opt.stop_time_hours and self.train_seconds >= opt.stop_time_hours * 3600:
+            return f"reached stop_time_hours {opt.stop_time_hours}"
+        return None
+
+    def run(self) -> Dict[str, Any]:
+        cfg = self.cfg
+        self.maybe_resume()
+        train = self.task.load_dataset(cfg.dataset.train_subset)
+        max_src, max_tgt = self.model.max_positions()
+        too_long = train.too_long(max_src, max_tgt)
+        if len(too_long):
+            if not cfg.dataset.skip_invalid_size_inputs:
+                raise SeqkitError(f"{len(too_long)} training pairs exceed the model's positions ({max_src}/{max_tgt}); "
+                                  "set dataset.skip_invalid_size_inputs=true to skip them")
+            log.warning("skipping %d training pairs longer than the model's positions (%d/%d)", len(too_long), max_src, max_tgt)
+        log_file = os.path.join(cfg.checkpoint.save_dir, "train_log.jsonl")
+        if self.dist.is_main:
+            os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)
+        progress = Progress(cfg.common.log_format, log_file, enabled=self.dist.is_main)
+        last_valid: Optional[Dict[str, float]] = None
+        stop = self._stop_reason()
+        try:
+            while not stop and (not cfg.optimization.max_epoch or self.epoch <= cfg.optimization.max_epoch):
+                stop = self._epoch(train, too_long, progress)
+                last_valid = self._end_epoch(progress, stop)
+                if self.cfg.optimization.patience >= 0 and self.bad_validations > self.cfg.optimization.patience:
+                    stop = f"no better {cfg.checkpoint.best_checkpoint_metric} for {self.bad_validations} validations (patience)"
+        finally:
+            progress.close()
+        log.info("done: %s; %d updates, best %s %s", stop or "reached max_epoch", self.num_updates,
+                 cfg.checkpoint.best_checkpoint_metric, self.best)
+        return {"num_updates": self.num_updates, "epoch": self.epoch, "best": self.best, "valid": last_valid}
+
+    def _epoch(self, train: Any, exclude: np.ndarray, progress: Progress) -> Optional[str]:
+        cfg = self.cfg
+        from seqkit.data.batching import shard
+
+        batches = train.batches(cfg.dataset.max_tokens, cfg.dataset.max_sentences, cfg.common.seed, self.epoch,
+                                shuffle=True, exclude=exclude)
+        batches = shard(batches, self.dist.rank, self.dist.world_size)
+        uf = cfg.optimization.update_freq
+        total_updates = math.ceil(len(batches) / uf)
+        progress.start_epoch(self.epoch, total_updates, self.batch_offset // uf)
+        meter = Meter()
+        while self.batch_offset < len(batches):
+            t0 = time.perf_counter()
+            group = batches[self.batch_offset : self.batch_offset + uf]
+            logs = self.train_step([train.collate(b) for b in group])
+            self.batch_offset += len(group)
+            self.train_seconds += time.perf_counter() - t0
+            meter.add({k: v for k, v in logs.items() if k not in ("gnorm", "lr", "stepped")})
+            meter.updates += 1
+            stats = {**meter.summary(), "lr": f"{logs['lr']:.3g}"}
+            progress.step(stats)
+            if self.num_updates % cfg.common.log_interval == 0:
+                progress.record("train", {"epoch": self.epoch, "update": self.num_updates, **stats,
+                                          "gnorm": round(logs["gnorm"], 3), "train_wall": round(self.train_seconds)})
+                meter.reset()
+            stop = self._stop_reason()
+            if stop:
+                return stop
+            if cfg.checkpoint.save_interval_updates and self.num_updates % cfg.checkpoint.save_interval_updates == 0:
+                self.save(end_of_epoch=False)
+        return None
+
+    def _end_epoch(self, progress: Progress, stop: Optional[str]) -> Optional[Dict[str, float]]:
+        progress.end_epoch()
+        epoch_done = stop is None
+        valid = self.validate()
+        new_best = False
+        if valid is not None:
+            metric = self.cfg.checkpoint.best_checkpoint_metric
+            if metric not in valid:
+                raise SeqkitError(f"checkpoint.best_checkpoint_metric={metric!r} is not computed; have: {', '.join(valid)}")
+            new_best = self._is_better(valid[metric])
+            if new_best:
+                self.best, self.bad_validations = valid[metric], 0
+            else:
+                self.bad_validations += 1
+            progress.record("valid", {"epoch": self.epoch, "update": self.num_updates, **valid, f"best_{metric}": self.best})
+        if epoch_done:
+            self.epoch += 1
+            self.batch_offset = 0
+        self.save(end_of_epoch=epoch_done, valid=valid, new_best=new_best or valid is None)
+        return valid
+
+
+def _to_device(sample: Any, device: torch.device) -> Any:
+    if device.type == "cpu":
+        return sample
+    if isinstance(sample, torch.Tensor):
+        return sample.to(device, non_blocking=True)
+    if isinstance(sample, dict):
+        return {k: _to_device(v, device) for k, v in sample.items()}
+    return sample
+
+
+class _maybe_no_sync:
+    """DDP's ``no_sync`` for all but the last accumulated batch (skips redundant all-reduces)."""
+
+    def __init__(self, model: Any, sync: bool):
+        self.ctx = model.no_sync() if (not sync and hasattr(model, "no_sync")) else None
+
+    def __enter__(self) -> None:
+        if self.ctx is not None:
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.ctx is not None:
+            self.ctx.__exit__(*exc)
