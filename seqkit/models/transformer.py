@@ -18,6 +18,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import Cache, EncoderDecoderModel, EncoderOut
+from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.transformer_layers import DecoderLayer, EncoderLayer
 from seqkit.registry import MODELS
@@ -125,7 +126,7 @@ class TransformerModel(EncoderDecoderModel):
         if S > self.cfg.max_source_positions:
             raise SeqkitError(f"source of {S} tokens exceeds model.max_source_positions={self.cfg.max_source_positions}")
         x = self.embed_scale * self.src_embed(src_tokens) + self.src_pos(S)  # (B, S, C)
-        x = F.dropout(x, self.cfg.dropout, self.training)
+        x = dropout(x, self.cfg.dropout, self.training)
         keep = src_tokens.ne(self.pad)  # (B, S)
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
@@ -145,7 +146,7 @@ class TransformerModel(EncoderDecoderModel):
 
     def _embed_target(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
         x = self.embed_scale * self.tgt_embed(tokens) + self.tgt_pos(tokens.size(1), offset)
-        return F.dropout(x, self.cfg.dropout, self.training)
+        return dropout(x, self.cfg.dropout, self.training)
 
     def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
         T = prev_output_tokens.size(1)

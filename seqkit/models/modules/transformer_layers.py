@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqkit.models.modules.attention import MultiheadAttention
+from seqkit.models.modules.dropout import dropout
 
 KV = Tuple[torch.Tensor, torch.Tensor]
 
@@ -30,7 +31,7 @@ class FeedForward(nn.Module):
             nn.init.zeros_(lin.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.dropout(self.activation(self.fc1(x)), self.activation_dropout, self.training)
+        x = dropout(self.activation(self.fc1(x)), self.activation_dropout, self.training)
         return self.fc2(x)
 
 
@@ -46,7 +47,7 @@ class _Residual(nn.Module):
         return self.norm(x) if self.normalize_before else x
 
     def post(self, residual: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        x = residual + F.dropout(y, self.dropout, self.training)
+        x = residual + dropout(y, self.dropout, self.training)
         return x if self.normalize_before else self.norm(x)
 
 
