@@ -7,10 +7,11 @@ import math
 import os
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Optional, TextIO
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, TextIO, Union
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
+from seqkit.errors import SeqkitError
 from seqkit.generation.translator import GenerateConfig, Translator
 
 PROG = "seqkit-generate"
@@ -38,7 +39,7 @@ def _split_output(t: Translator, cfg: GenerateConfig) -> Iterator[str]:
     for lang, d in ((task.source_lang, task.src_dict), (task.target_lang, task.tgt_dict)):
         path = os.path.join(cfg.task.data, f"dict.{lang}.txt")
         if os.path.isfile(path) and Dictionary.load(path) != d:
-            raise seqkit.errors.SeqkitError(f"{path} differs from the checkpoint's dictionary: "
+            raise SeqkitError(f"{path} differs from the checkpoint's dictionary: "
                                             "the data was binarized for another model")
     with_target = os.path.isfile(os.path.join(
         cfg.task.data, f"{cfg.gen_subset}.{task.source_lang}-{task.target_lang}.{task.target_lang}.idx"))
@@ -53,18 +54,22 @@ def _split_output(t: Translator, cfg: GenerateConfig) -> Iterator[str]:
         yield format_sentence(t, sid, src, tgt, results[sid])
 
 
-def _stdin_output(t: Translator, cfg: GenerateConfig, stream: TextIO) -> Iterator[str]:
+def _stdin_output(t: Translator, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
+    """Translate raw lines from a stream (bytes or text), ``buffer_size`` lines at a time, ids counting from 0."""
     buffer_size = cfg.buffer_size or cfg.batch_size
     next_id, chunk = 0, []
 
     def flush(lines: List[str], first_id: int) -> Iterator[str]:
         sources = [t.task.encode_source(line) for line in lines]
-        results = {r["id"]: r["hypos"] for r in t.generate_batches(sources, cfg.batch_size, cfg.max_tokens)}
+        results = {r["id"]: r["hypos"] for r in t.generate_batches(sources, cfg.batch_size, cfg.max_tokens, first_id)}
         for i, line in enumerate(lines):
-            yield format_sentence(t, first_id + i, line, None, results[i])
+            yield format_sentence(t, first_id + i, line, None, results[first_id + i])
 
-    for raw in stream:
-        chunk.append(raw.rstrip("\r\n"))
+    for lineno, raw in enumerate(stream, 1):
+        try:
+            chunk.append((raw if isinstance(raw, str) else raw.decode("utf-8")).rstrip("\r\n"))
+        except UnicodeDecodeError as e:
+            raise SeqkitError(f"stdin line {lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
         if len(chunk) >= buffer_size:
             yield from flush(chunk, next_id)
             next_id, chunk = next_id + len(chunk), []
@@ -78,7 +83,6 @@ def generate(argv: Optional[List[str]] = None) -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from seqkit.errors import SeqkitError
     from seqkit.io import atomic_write_text
     from seqkit.training.distributed import pick_device
 
@@ -97,16 +101,17 @@ def generate(argv: Optional[List[str]] = None) -> None:
     t0 = time.perf_counter()
     n = 0
     if cfg.input == "-":
-        source = _stdin_output(t, cfg, sys.stdin)
+        # bytes, decoded here, so bad UTF-8 is one clear error whatever the locale
+        source = _stdin_output(t, cfg, getattr(sys.stdin, "buffer", sys.stdin))
     elif cfg.input:
         raise SeqkitError(f"input={cfg.input!r}: only '-' (stdin) is supported; binarized data uses gen_subset")
     else:
         source = _split_output(t, cfg)
     if cfg.results_path:
         # the whole output is written at once, atomically: a failure leaves no partial file
-        os.makedirs(cfg.results_path, exist_ok=True)
         blocks = list(source)
         n, text = len(blocks), "".join(blocks)
+        os.makedirs(cfg.results_path, exist_ok=True)
         out = os.path.join(cfg.results_path, f"generate-{cfg.gen_subset if cfg.input != '-' else 'stdin'}.txt")
         atomic_write_text(out, text)
         log.info("wrote %s", out)

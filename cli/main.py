@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "train": "train a model on a binarized data folder",
     "generate": "decode with a trained checkpoint (beam search, sampling)",
     "score": "score hypotheses against references with sacreBLEU (BLEU, chrF, TER)",
+    "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import List, Optional
 
 import seqkit
@@ -23,6 +24,8 @@ def train(argv: Optional[List[str]] = None) -> dict:
     info = distributed.init(cfg.common.device)
     setup_logging(info.rank)
     cfg = OmegaConf.to_object(cfg)
+    if cfg.common.user_dir:  # saved absolute, so seqkit-generate can re-import it from anywhere
+        cfg.common.user_dir = os.path.abspath(os.path.expanduser(cfg.common.user_dir))
 
     def make_generator(beam: int) -> SequenceGenerator:
         return SequenceGenerator(trainer.task.tgt_dict, GenerationConfig(beam=beam))

@@ -165,7 +165,7 @@ class SequenceGenerator:
             new_lp = lprobs[order, new_tokens]  # (R',)
             if W > 1 or old_units is not None:  # width-1 units only move when units leave
                 tokens, pos_lp = tokens.index_select(0, order), pos_lp.index_select(0, order)
-                cache = model.reorder(cache, order)
+                cache = model.reorder_cache(cache, order, old_units is not None)
                 # a unit's rows share one encoder output, so it only moves when units leave
                 if old_units is not None:
                     enc = model.reorder(enc, order)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
@@ -69,6 +70,11 @@ class Translator:
         seqkit.import_builtin_components()
         state = checkpoints.load(path)
         cfg = state["cfg"]
+        user_dir = cfg.get("common", {}).get("user_dir")
+        if user_dir and os.path.isdir(user_dir):  # the run's plugins, as fairseq re-imports them
+            from seqkit.plugins import import_user_dir
+
+            import_user_dir(user_dir)
         task_values = {**cfg["task"], **(task_overrides or {})}
         task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
         model = task.build_model(MODELS.make_config(cfg["model"]))
@@ -93,10 +99,11 @@ class Translator:
             if n > max_src:
                 raise SeqkitError(f"sentence {sid} has {n} tokens but the model accepts at most {max_src}")
 
-    def generate_batches(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0) -> Iterator[Dict[str, Any]]:
-        """Yield ``{"id", "hypos"}`` for each source id list (ids with eos); order: by length, not input."""
+    def generate_batches(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0,
+                         first_id: int = 0) -> Iterator[Dict[str, Any]]:
+        """Yield ``{"id": first_id + i, "hypos"}`` for each source (ids with eos), longest first."""
         order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
-        self._check_lengths(order, [len(sources[i]) for i in order])
+        self._check_lengths([first_id + i for i in order], [len(sources[i]) for i in order])
         start = 0
         while start < len(order):
             end = start + 1
@@ -109,7 +116,7 @@ class Translator:
                 hypos = self.generator.generate(self.model, batch["src_tokens"].to(self.device),
                                                 batch["src_lengths"].to(self.device))
             for i, h in zip(chunk, hypos):
-                yield {"id": i, "hypos": h}
+                yield {"id": first_id + i, "hypos": h}
             start = end
 
     def hypothesis_text(self, hypo: Dict[str, Any]) -> Dict[str, Any]:

@@ -15,6 +15,9 @@ from torch import nn
 
 EncoderOut = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
 Cache = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
+# cache entries whose name starts with STATIC hold per-sentence values (e.g. cross-attention keys),
+# equal across a sentence's beams: re-ranking beams never needs to move them
+STATIC = "static:"
 
 
 class EncoderDecoderModel(nn.Module):
@@ -48,6 +51,12 @@ class EncoderDecoderModel(nn.Module):
     def reorder(state: Dict[str, torch.Tensor], new_order: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Select batch rows ``new_order`` of every tensor (beam re-ranking, finished sentences leaving)."""
         return {k: v.index_select(0, new_order) for k, v in state.items()}
+
+    def reorder_cache(self, cache: Cache, new_order: torch.Tensor, sentences_moved: bool) -> Cache:
+        """Reorder the cache; ``STATIC`` entries only when ``sentences_moved`` (rows left the batch),
+        not when beams of the same sentences were merely re-ranked."""
+        return {k: v if (not sentences_moved and k.startswith(STATIC)) else v.index_select(0, new_order)
+                for k, v in cache.items()}
 
     def max_positions(self) -> Tuple[int, int]:
         """Longest source and target (in tokens, eos included) the model accepts."""

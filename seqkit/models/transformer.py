@@ -17,7 +17,7 @@ from torch import nn
 from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
-from seqkit.models.base import Cache, EncoderDecoderModel, EncoderOut
+from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.transformer_layers import DecoderLayer, EncoderLayer
@@ -162,7 +162,7 @@ class TransformerModel(EncoderDecoderModel):
         """Cross-attention keys/values once per sentence; self-attention keys/values grow per step."""
         cache: Cache = {}
         for i, layer in enumerate(self.decoder_layers):
-            cache[f"{i}.ck"], cache[f"{i}.cv"] = layer.cross_attn.project_kv(enc["out"])  # (B, H, S, D)
+            cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"] = layer.cross_attn.project_kv(enc["out"])  # (B, H, S, D)
         return cache
 
     def decode_step(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int) -> torch.Tensor:
@@ -170,6 +170,6 @@ class TransformerModel(EncoderDecoderModel):
         mask = self._memory_mask(enc)
         for i, layer in enumerate(self.decoder_layers):
             self_kv = (cache[f"{i}.k"], cache[f"{i}.v"]) if step > 0 else None
-            x, (k, v) = layer(x, mask, (cache[f"{i}.ck"], cache[f"{i}.cv"]), self_kv)
+            x, (k, v) = layer(x, mask, (cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"]), self_kv)
             cache[f"{i}.k"], cache[f"{i}.v"] = k, v  # (B, H, step + 1, D)
         return self._output(x[:, 0])  # (B, V)

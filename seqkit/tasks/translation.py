@@ -133,7 +133,8 @@ class TranslationTask:
         refs: List[str] = []
         bs = self.cfg.eval_bleu_batch_size
         # sort by length so batches carry little padding; scores do not depend on the order
-        order = sorted(range(n), key=lambda i: int(dataset.src_sizes[i]))
+        skip = set(dataset.too_long(*model.max_positions()).tolist())  # the loss skips them too
+        order = sorted((i for i in range(n) if i not in skip), key=lambda i: int(dataset.src_sizes[i]))
         out: Dict[int, str] = {}
         for start in range(0, n, bs):
             sample = dataset.collate(order[start : start + bs])
@@ -141,7 +142,7 @@ class TranslationTask:
             results = generator.generate(model, ni["src_tokens"], ni["src_lengths"])
             for sid, nbest in zip(sample["id"].tolist(), results):
                 out[sid] = self.detokenize(self.pieces(nbest[0]["tokens"]))
-        for i in range(n):
+        for i in order:
             hyps.append(out[i])
             refs.append(self.detokenize(self.pieces(dataset.tgt[i])))
         bleu = sacrebleu.corpus_bleu(hyps, [refs])

@@ -172,7 +172,10 @@ class Trainer:
         self.model.eval()
         meter = Meter()
         max_tokens = self.cfg.dataset.max_tokens_valid or self.cfg.dataset.max_tokens
-        batches = dataset.batches(max_tokens, self.cfg.dataset.max_sentences, shuffle=False)
+        too_long = dataset.too_long(*self.model.max_positions())
+        if len(too_long):
+            log.warning("validation skips %d pairs longer than the model's positions", len(too_long))
+        batches = dataset.batches(max_tokens, self.cfg.dataset.max_sentences, shuffle=False, exclude=too_long)
         for batch in batches[self.dist.rank :: self.dist.world_size]:
             sample = _to_device(dataset.collate(batch), self.device)
             with self.precision.autocast():

@@ -1,0 +1,92 @@
+"""Shared fixtures: a tiny binarized toy corpus, and running a CLI's ``main`` in-process."""
+
+import re
+import sys
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+import pytest
+
+# a logging line as seqkit.cli.common.setup_logging formats it
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| ")
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def messages(self) -> List[str]:
+        """stderr without logging lines: what a failing command says to its user."""
+        return [line for line in self.err.splitlines() if line.strip() and not LOG_LINE.match(line)]
+
+
+@pytest.fixture
+def run_cli(capsys, monkeypatch) -> Callable[..., CliResult]:
+    """``run_cli(main, [overrides...], stdin=None)``: call a CLI's ``main`` in this process."""
+
+    def run(main: Callable, argv: List[str], stdin: Optional[str] = None) -> CliResult:
+        import io
+
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        code = 0
+        try:
+            main([str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+def make_toy_data(root, vocab_size: int = 200, raw=None):
+    """The toy de->en corpus (300/40/40 lines) in ``root/raw``, binarized into ``root/bin``."""
+    from seqkit.cli.preprocess import main as preprocess
+    from seqkit.data.toy_corpus import make_corpus
+
+    if raw is None:
+        raw = root / "raw"
+        make_corpus(str(raw), 300, 40, 40, seed=1)
+    dest = root / "bin"
+    preprocess([
+        "source_lang=de", "target_lang=en", f"trainpref={raw}/train", f"validpref={raw}/valid",
+        f"testpref={raw}/test", f"destdir={dest}", "tokenizer=sentencepiece_bpe",
+        f"tokenizer.vocab_size={vocab_size}", "tokenizer.num_threads=1",
+    ])
+    return raw, dest
+
+
+@pytest.fixture(scope="session")
+def toy_data_factory():
+    """``make_toy_data(root, vocab_size=200, raw=None)`` for tests that need a second data folder."""
+    return make_toy_data
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    """(raw text folder, binarized data folder) shared by one test module; treat as read-only."""
+    return make_toy_data(tmp_path_factory.mktemp("toy"))
+
+
+# a few seconds of training on one core; lr fixed and high so 40 updates already learn eos
+TINY_TRAIN = [
+    "model=transformer_tiny", "model.dropout=0", "common.threads=1", "optimizer.lr=3e-3", "lr_scheduler=fixed",
+    "dataset.max_tokens=2048",
+]
+# short outputs and a small beam keep an undertrained model's generation quick
+FAST_GEN = ["common.threads=1", "generation.beam=2", "generation.max_len_b=40"]
+
+
+@pytest.fixture(scope="session")
+def tiny_train_args():
+    return list(TINY_TRAIN)
+
+
+@pytest.fixture(scope="session")
+def fast_gen_args():
+    return list(FAST_GEN)

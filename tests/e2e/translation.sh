@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# End-to-end translation in about a minute of one CPU core:
+#   toy corpus -> seqkit-preprocess -> seqkit-train (a tiny transformer, a few dozen updates)
+#   -> seqkit-generate on the test split -> seqkit-score, and two raw lines through `input=-`.
+#
+#   bash tests/e2e/translation.sh WORKDIR
+#
+# The seqkit-* console scripts (and the python that has seqkit) must come first on PATH.
+# Leaves in WORKDIR: raw/ (text), data-bin/, checkpoints/, gen.txt, stdin.txt, score.txt.
+set -euo pipefail
+
+work=${1:?usage: bash tests/e2e/translation.sh WORKDIR}
+mkdir -p "$work"
+cd "$work"
+# one thread everywhere: the test is about the pipeline, not speed, and shares the machine
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+python -m seqkit.data.toy_corpus raw --train 300 --valid 40 --test 40
+
+seqkit-preprocess source_lang=de target_lang=en \
+    trainpref=raw/train validpref=raw/valid testpref=raw/test destdir=data-bin \
+    tokenizer=sentencepiece_bpe tokenizer.vocab_size=200 tokenizer.num_threads=1
+
+# a fixed, high learning rate: 40 updates are enough to learn short, eos-terminated outputs
+seqkit-train task.data=data-bin model=transformer_tiny model.dropout=0 common.threads=1 \
+    optimizer.lr=3e-3 lr_scheduler=fixed optimization.max_update=40 dataset.max_tokens=2048 \
+    checkpoint.save_dir=checkpoints
+
+# short outputs, small beam: an undertrained model could otherwise run to max_len_b
+gen=(common.threads=1 generation.beam=2 generation.max_len_b=40)
+seqkit-generate path=checkpoints/checkpoint_last.pt task.data=data-bin "${gen[@]}" > gen.txt
+
+seqkit-score hyp=gen.txt | tee score.txt
+
+printf 'Der Hund spielt im Park.\nDie kleine Katze sieht den Mann.\n' |
+    seqkit-generate path=checkpoints/checkpoint_last.pt input=- "${gen[@]}" > stdin.txt
+grep '^D-' stdin.txt
