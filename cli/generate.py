@@ -56,7 +56,9 @@ def _split_output(t: Translator, cfg: GenerateConfig) -> Iterator[str]:
 
 def _stdin_output(t: Translator, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
     """Translate raw lines from a stream (bytes or text), ``buffer_size`` lines at a time, ids counting from 0."""
-    buffer_size = cfg.buffer_size or cfg.batch_size
+    # typed at a terminal: translate each line at once; piped: fill whole batches
+    interactive = hasattr(stream, "isatty") and stream.isatty()
+    buffer_size = cfg.buffer_size or (1 if interactive else cfg.batch_size)
     next_id, chunk = 0, []
 
     def flush(lines: List[str], first_id: int) -> Iterator[str]:

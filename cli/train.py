@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from typing import List, Optional
 
 import seqkit
@@ -32,9 +33,13 @@ def train(argv: Optional[List[str]] = None) -> dict:
 
     try:
         trainer = Trainer(cfg, info, make_generator)
-        return trainer.run()
+        result = trainer.run()
     finally:
         distributed.cleanup()
+    if result.get("interrupted"):
+        # the conventional 128 + signal number, so `train && generate` does not go on
+        raise SystemExit(128 + int(getattr(signal, result["interrupted"])))
+    return result
 
 
 def main(argv: Optional[List[str]] = None) -> None:

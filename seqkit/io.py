@@ -11,14 +11,9 @@ from typing import Iterator, List
 
 from seqkit.errors import SeqkitError
 
-
-def open_text(path: str):
-    """Open a text file (plain or .gz) for strict UTF-8 reading; a clear error if missing."""
-    if not os.path.isfile(path):
-        raise SeqkitError(f"file not found: {path}")
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
-    return open(path, "r", encoding="utf-8", errors="strict", newline="\n")
+# mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual umask-based modes
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def read_lines(path: str) -> Iterator[str]:
@@ -55,6 +50,7 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -84,6 +80,7 @@ def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
+    os.chmod(tmp, 0o777 & ~_UMASK)
     try:
         yield tmp
         if os.path.exists(dest):

@@ -14,6 +14,7 @@ import torch
 
 SCRIPT = Path(__file__).parent / "e2e" / "translation.sh"
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+BIN = os.path.dirname(sys.executable)
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +141,33 @@ def test_translator_python_api(e2e):
     assert isinstance(out, list) and len(out) == len(inputs)
     assert all(isinstance(s, str) and "▁" not in s for s in out)
     assert out[0] == t.translate(["Der Hund spielt."])[0]  # batching does not change a result
+
+
+def test_sigterm_saves_and_resumes(toy_data, tmp_path):
+    """Pre-emption: SIGTERM finishes the update, saves checkpoint_last, says how to resume, exits 143."""
+    import signal
+    import time
+
+    _, data = toy_data
+    save_dir = tmp_path / "ck"
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    args = ["seqkit-train", f"task.data={data}", f"checkpoint.save_dir={save_dir}", "model=transformer_tiny",
+            "common.threads=1", "common.log_interval=1", "dataset.max_tokens=256", "optimization.max_update=100000"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = save_dir / "train_log.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "stopped by SIGTERM" in err and "run the same command again to resume" in err
+    assert "Traceback" not in err
+    import torch
+
+    state = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)
+    assert state["train_state"]["num_updates"] >= 3
+    again = subprocess.run(args[:-1] + [f"optimization.max_update={state['train_state']['num_updates'] + 2}"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"update {state['train_state']['num_updates']}" in again.stderr

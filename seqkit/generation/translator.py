@@ -37,7 +37,7 @@ class GenerateConfig:
     input: str = arg("", "'-' reads raw text lines from stdin instead of a binarized split")
     batch_size: int = arg(64, "sentences per batch")
     max_tokens: int = arg(0, "also cap a batch's source tokens (0: no cap)")
-    buffer_size: int = arg(0, "with input=-, lines read before translating a chunk (0: batch_size)")
+    buffer_size: int = arg(0, "with input=-, lines read before translating a chunk (0: 1 on a terminal, else batch_size)")
     results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
 
 

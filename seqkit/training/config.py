@@ -29,6 +29,7 @@ class OptimizationConfig:
     update_freq: int = arg(1, "batches accumulated into one update (gradient accumulation)")
     clip_norm: float = arg(0.0, "clip the global gradient norm to this (0: no clipping)")
     patience: int = arg(-1, "early stopping: stop after this many validations without a new best (-1: off)")
+    max_bad_updates: int = arg(10, "stop when this many updates in a row had a non-finite loss or gradient (each is skipped)")
 
 
 @dataclass

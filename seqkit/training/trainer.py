@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
+import threading
 import time
 from typing import Any, Dict, List, Optional
 
@@ -54,6 +56,8 @@ class Trainer:
         self.best: Optional[float] = None
         self.bad_validations = 0
         self.train_seconds = 0.0
+        self.bad_updates_in_row = 0
+        self.interrupted: Optional[str] = None  # name of the signal that asked us to stop
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model %s: %s parameters; criterion %s; optimizer %s; precision %s; device %s; world size %d",
                  cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
@@ -159,6 +163,14 @@ class Trainer:
         stepped = self.precision.step(self.optimizer, gnorm)
         if stepped:
             self.num_updates += 1
+            self.bad_updates_in_row = 0
+        else:
+            self.bad_updates_in_row += 1
+            if self.bad_updates_in_row >= self.cfg.optimization.max_bad_updates:
+                raise SeqkitError(
+                    f"{self.bad_updates_in_row} updates in a row had a non-finite loss or gradient (at update "
+                    f"{self.num_updates}); try a lower optimizer.lr, optimization.clip_norm, or common.precision=fp32"
+                )
         logs["gnorm"], logs["lr"], logs["stepped"] = gnorm, lr, float(stepped)
         return logs
 
@@ -196,6 +208,8 @@ class Trainer:
 
     # -- the loop -------------------------------------------------------------------------------------
     def _stop_reason(self) -> Optional[str]:
+        if self.interrupted:
+            return f"received {self.interrupted}"
         opt = self.cfg.optimization
         if opt.max_update and self.num_updates >= opt.max_update:
             return f"reached max_update {opt.max_update}"
@@ -220,17 +234,42 @@ class Trainer:
         progress = Progress(cfg.common.log_format, log_file, enabled=self.dist.is_main)
         last_valid: Optional[Dict[str, float]] = None
         stop = self._stop_reason()
+        previous = self._catch_signals()
         try:
             while not stop and (not cfg.optimization.max_epoch or self.epoch <= cfg.optimization.max_epoch):
                 stop = self._epoch(train, too_long, progress)
                 last_valid = self._end_epoch(progress, stop)
                 if self.cfg.optimization.patience >= 0 and self.bad_validations > self.cfg.optimization.patience:
                     stop = f"no better {cfg.checkpoint.best_checkpoint_metric} for {self.bad_validations} validations (patience)"
+                stop = stop or self._stop_reason()  # e.g. a signal that came during validation
         finally:
             progress.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.interrupted:
+            where = os.path.join(cfg.checkpoint.save_dir, "checkpoint_last.pt")
+            log.warning("stopped by %s after update %d; saved %s: run the same command again to resume",
+                        self.interrupted, self.num_updates, where)
+            return {"num_updates": self.num_updates, "epoch": self.epoch, "interrupted": self.interrupted}
         log.info("done: %s; %d updates, best %s %s", stop or "reached max_epoch", self.num_updates,
                  cfg.checkpoint.best_checkpoint_metric, self.best)
         return {"num_updates": self.num_updates, "epoch": self.epoch, "best": self.best, "valid": last_valid}
+
+    def _catch_signals(self) -> Dict[int, Any]:
+        """SIGTERM/SIGINT (pre-emption, Ctrl-C) finish the current update, then save and stop; a
+        second signal acts at once (the default handlers are back after the first)."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def handler(signum: int, frame: Any) -> None:
+            self.interrupted = signal.Signals(signum).name
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+        for sig in previous:
+            signal.signal(sig, handler)
+        return previous
 
     def _epoch(self, train: Any, exclude: np.ndarray, progress: Progress) -> Optional[str]:
         cfg = self.cfg
@@ -267,6 +306,9 @@ class Trainer:
     def _end_epoch(self, progress: Progress, stop: Optional[str]) -> Optional[Dict[str, float]]:
         progress.end_epoch()
         epoch_done = stop is None
+        if self.interrupted:  # leave fast: save where we are, validate after resuming
+            self.save(end_of_epoch=False)
+            return None
         valid = self.validate()
         new_best = False
         if valid is not None:
