@@ -254,8 +254,8 @@ def test_seqkit_unknown_subcommand(capsys):
     out, err = capsys.readouterr()
     assert e.value.code == 2 and out == ""
     assert err.strip().splitlines() == [
-        "seqkit: error: unknown subcommand 'scroe'; valid subcommands: preprocess, train, generate, score "
-        "(see seqkit --help)"
+        "seqkit: error: unknown subcommand 'scroe'; valid subcommands: preprocess, train, generate, score, "
+        "average (see seqkit --help)"
     ]
 
 
