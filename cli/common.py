@@ -244,7 +244,8 @@ def run_main(prog: str, fn: Callable[[], Any]) -> None:
     try:
         fn()
     except SeqkitError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        rank = f" [rank {os.environ['RANK']}]" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
+        print(f"{prog}{rank}: error: {e}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

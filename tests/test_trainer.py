@@ -74,3 +74,29 @@ def test_checkpoint_is_plain_and_complete(data_dir, tmp_path):
     assert state["cfg"]["model"]["embed_dim"] == 64
     assert set(state["task_state"]) >= {"src_dict", "tgt_dict", "src_tokenizer", "tgt_tokenizer"}
     assert "torch" in state["rng"]
+
+
+def test_early_stopping_by_patience(data_dir, tmp_path):
+    """lr 0 never improves the validation loss: patience 1 stops after the 2nd validation without a new best."""
+    t = Trainer(make_cfg(data_dir, tmp_path / "f", "optimizer.lr=0.0", "optimization.patience=1",
+                         "optimization.max_epoch=10", "checkpoint.no_save=true"))
+    out = t.run()
+    assert out["epoch"] == 4  # epochs 1 (best), 2 and 3 (no better): stopped before epoch 4
+    assert t.bad_validations == 2
+
+
+def test_non_finite_updates_are_skipped_then_stop(data_dir, tmp_path):
+    from seqkit.errors import SeqkitError
+
+    t = Trainer(make_cfg(data_dir, tmp_path / "g", "optimization.max_bad_updates=3", "checkpoint.no_save=true"))
+    before = {k: v.clone() for k, v in t.model.state_dict().items()}
+    with torch.no_grad():
+        t.model.tgt_embed.weight[5:9].fill_(float("nan"))  # every batch now has a NaN loss
+    ds = t.task.load_dataset("train")
+    batches = ds.batches(200, seed=1, epoch=1)
+    for i in range(2):
+        logs = t.train_step([ds.collate(batches[i])])
+        assert logs["stepped"] == 0.0 and t.num_updates == 0
+    assert torch.equal(t.model.state_dict()["encoder_layers.0.ffn.fc1.weight"], before["encoder_layers.0.ffn.fc1.weight"])
+    with pytest.raises(SeqkitError, match="3 updates in a row had a non-finite loss"):
+        t.train_step([ds.collate(batches[2])])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quickstart: seqkit's whole pipeline on a synthetic German->English corpus that seqkit makes
-# itself (no download): preprocess -> train -> generate -> score, about 3 minutes on 2 CPU cores.
+# itself (no download): preprocess -> train -> generate -> score, under a minute on 2 CPU cores.
 #   bash examples/quickstart/run.sh [WORK_DIR]      (default: ./quickstart-run)
 set -euo pipefail
 work="${1:-quickstart-run}"

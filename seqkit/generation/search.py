@@ -5,10 +5,12 @@ rule. Beam search has one unit per sentence (``W = beam``); sampling has ``beam`
 1 per sentence (each sample is independent, so it leaves the batch as soon as it ends). Rows of
 every per-hypothesis tensor are ``unit * W + beam``; shapes use R = units * W, V = vocabulary.
 
-Each step makes one ``decode_step`` call for every live row, then (beam search) one ``topk`` over
-each unit's ``W * V`` continuations, keeping ``2 * W`` candidates as fairseq does: eos candidates
-among the best ``W`` are finalized, and the best ``W`` non-eos candidates continue. A unit stops
-when it holds ``W`` finalized hypotheses or reaches its max length, and its rows leave the batch.
+Each step makes one ``decode_step`` call for every live row (step 0: one row per sentence, as all
+of its rows start from bos alone; encoder output and cache are then copied to the ``beam`` rows),
+then (beam search) ranks each unit's ``W * V`` continuations, keeping the ``2 * W`` best as fairseq
+does: eos candidates among the best ``W`` are finalized, and the best ``W`` non-eos candidates
+continue. A unit stops when it holds ``W`` finalized hypotheses or reaches its max length, and its
+rows leave the batch.
 """
 
 from __future__ import annotations
@@ -106,8 +108,7 @@ class SequenceGenerator:
         row_max = unit_max.to(device).repeat_interleave(W)  # (R,)
         max_len, min_unit_max = int(unit_max.max()), int(unit_max.min())
 
-        enc = model.encode(src_tokens, src_lengths)
-        enc = model.reorder(enc, torch.arange(B, device=device).repeat_interleave(K))  # (B*K, ...)
+        enc = model.encode(src_tokens, src_lengths)  # (B, ...) until step 0 is decoded
         cache = model.init_cache(enc, max_len + 1)
         tokens = torch.full((B * K, max_len + 2), self.pad, dtype=torch.long, device=device)  # (R, 1+steps)
         tokens[:, 0] = self.bos
@@ -118,11 +119,18 @@ class SequenceGenerator:
         finalized: List[List[Hypothesis]] = [[] for _ in range(B)]
 
         for step in range(max_len + 1):
-            logits = model.decode_step(tokens[:, step : step + 1].contiguous(), enc, cache, step)  # (R, V)
-            if step == 0 and logits.size(-1) != self.vocab_size:
-                raise SeqkitError(
-                    f"model vocabulary ({logits.size(-1)}) != target dictionary ({self.vocab_size})"
-                )
+            if step == 0:
+                # every row of a sentence starts from bos alone: decode one row per sentence, then copy
+                logits = model.decode_step(tokens[:B, :1].contiguous(), enc, cache, 0)  # (B, V)
+                if logits.size(-1) != self.vocab_size:
+                    raise SeqkitError(
+                        f"model vocabulary ({logits.size(-1)}) != target dictionary ({self.vocab_size})"
+                    )
+                sent = torch.arange(B, device=device).repeat_interleave(K)  # (R,) sentence of each row
+                enc, cache = model.reorder(enc, sent), model.reorder_cache(cache, sent, True)
+                logits = logits.index_select(0, sent)  # (R, V)
+            else:
+                logits = model.decode_step(tokens[:, step : step + 1].contiguous(), enc, cache, step)  # (R, V)
             lprobs = self._log_probs(logits, tokens, step, row_max, min_unit_max)  # (R, V)
             if cfg.sampling:
                 cands = sample_step(lprobs, cum, cfg.sampling_topk, cfg.sampling_topp)  # (n, 1)
@@ -208,11 +216,16 @@ class SequenceGenerator:
 
     @staticmethod
     def _beam_step(lprobs: torch.Tensor, cum: torch.Tensor, n: int, W: int):
-        """Best ``2W`` continuations of each unit -> cumulative scores, tokens, source beams ``(n, 2W)``."""
-        V = lprobs.size(1)
-        scores = (lprobs + cum.unsqueeze(1)).view(n, W * V)  # (n, W*V)
-        cand_scores, idx = scores.topk(min(2 * W, W * V), dim=1)  # (n, 2W)
-        return cand_scores, idx % V, idx // V
+        """Best ``2W`` continuations of each unit -> cumulative scores, tokens, source beams ``(n, 2W)``.
+
+        ``cum`` is constant along a row, so a unit's best ``2W`` continuations are among its rows'
+        best ``2W`` log-probs: adding ``cum`` and ranking over ``W * V`` is left to ``(R, 2W)`` of them.
+        """
+        k = min(2 * W, lprobs.size(1))
+        top_lp, top_tokens = lprobs.topk(k, dim=1)  # (R, k)
+        scores = (top_lp + cum.unsqueeze(1)).view(n, W * k)  # (n, W*k)
+        cand_scores, idx = scores.topk(min(2 * W, W * k), dim=1)  # (n, 2W)
+        return cand_scores, top_tokens.view(n, W * k).gather(1, idx), idx // k
 
     def _finalized(self, tokens, pos_lp, lprobs, rows, scores, step: int):
         """The hypotheses ending with eos at ``step`` on ``rows`` ``(E,)``, moved to the CPU at once:

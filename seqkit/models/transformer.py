@@ -159,17 +159,47 @@ class TransformerModel(EncoderDecoderModel):
         return self._output(x)  # (B, T, V)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
-        """Cross-attention keys/values once per sentence; self-attention keys/values grow per step."""
-        cache: Cache = {}
+        """Cross-attention keys/values and the source mask once per sentence (``static:``), the
+        sentence (static row) of each decoder row (``rows``); self-attention keys/values grow per step."""
+        keep = enc["keep"]
+        cache: Cache = {f"{STATIC}keep": keep, "rows": torch.arange(keep.size(0), device=keep.device)}
         for i, layer in enumerate(self.decoder_layers):
             cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"] = layer.cross_attn.project_kv(enc["out"])  # (B, H, S, D)
         return cache
 
+    def reorder_cache(self, cache: Cache, new_order: torch.Tensor, sentences_moved: bool) -> Cache:
+        """Self-attention keys/values are reordered lazily: the next ``decode_step`` selects rows
+        ``order`` while it extends them. Static entries keep one row per sentence as long as each
+        sentence's rows are consecutive and equally many (beam search); otherwise one per row."""
+        cache = dict(cache)
+        pending = cache.get("order")
+        cache["order"] = new_order if pending is None else pending.index_select(0, new_order)
+        if sentences_moved:
+            rows = cache["rows"].index_select(0, new_order)  # (B',) static row of each new row
+            runs, counts = torch.unique_consecutive(rows, return_counts=True)
+            g = int(counts[0])
+            if bool((counts == g).all()):  # runs of g rows share one static row
+                pick = runs
+                cache["rows"] = torch.arange(runs.numel(), device=rows.device).repeat_interleave(g)
+            else:
+                pick, cache["rows"] = rows, torch.arange(rows.numel(), device=rows.device)
+            for k in cache:
+                if k.startswith(STATIC):
+                    cache[k] = cache[k].index_select(0, pick)
+        # else: beams were re-ranked within their sentences, so each row's static row is unchanged
+        return cache
+
     def decode_step(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int) -> torch.Tensor:
+        B = tokens.size(0)
+        keep = cache[f"{STATIC}keep"]  # (G, S): G divides B, rows come in groups of B // G per sentence
+        if B % keep.size(0):
+            raise SeqkitError(f"decode_step got {B} rows for a cache of {keep.size(0)} sentences")
+        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (G, 1, 1, S)
+        order = cache.pop("order", None)  # (B,) row of the cached keys/values each row continues
         x = self._embed_target(tokens, step)  # (B, 1, C)
-        mask = self._memory_mask(enc)
         for i, layer in enumerate(self.decoder_layers):
             self_kv = (cache[f"{i}.k"], cache[f"{i}.v"]) if step > 0 else None
-            x, (k, v) = layer(x, mask, (cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"]), self_kv)
+            cross_kv = (cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"])
+            x, (k, v) = layer(x, mask, cross_kv, self_kv, order)
             cache[f"{i}.k"], cache[f"{i}.v"] = k, v  # (B, H, step + 1, D)
         return self._output(x[:, 0])  # (B, V)

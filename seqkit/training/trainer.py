@@ -51,7 +51,8 @@ class Trainer:
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = DDP(self.model, device_ids=ids)
-        # position in training; all of it is saved and restored
+        # position in training; all of it is saved and restored. batch_offset counts the epoch's
+        # batches consumed by all ranks together, so a run can resume with another world size
         self.epoch, self.num_updates, self.batch_offset = 1, 0, 0
         self.best: Optional[float] = None
         self.bad_validations = 0
@@ -156,6 +157,9 @@ class Trainer:
                 self.precision.backward(loss * scale)
             for k, v in logging_output.items():
                 logs[k] = logs.get(k, 0.0) + v
+        if self.dist.world_size > 1:  # log what the update saw on every rank, not rank 0's share
+            keys = sorted(logs)
+            logs = dict(zip(keys, all_reduce_sum([logs[k] for k in keys], self.dist)))
         gnorm = self.precision.unscale_and_clip(self.optimizer, self.model.parameters(), self.cfg.optimization.clip_norm)
         lr = self.scheduler.lr_at(self.num_updates)
         for group in self.optimizer.param_groups:
@@ -280,13 +284,19 @@ class Trainer:
         batches = shard(batches, self.dist.rank, self.dist.world_size)
         uf = cfg.optimization.update_freq
         total_updates = math.ceil(len(batches) / uf)
-        progress.start_epoch(self.epoch, total_updates, self.batch_offset // uf)
+        world = self.dist.world_size
+        local = self.batch_offset // world  # this rank's position in its shard
+        if local * world != self.batch_offset:
+            log.warning("resuming at global batch %d with world size %d: %d batches are seen again",
+                        self.batch_offset, world, self.batch_offset - local * world)
+        progress.start_epoch(self.epoch, total_updates, local // uf)
         meter = Meter()
-        while self.batch_offset < len(batches):
+        while local < len(batches):
             t0 = time.perf_counter()
-            group = batches[self.batch_offset : self.batch_offset + uf]
+            group = batches[local : local + uf]
             logs = self.train_step([train.collate(b) for b in group])
-            self.batch_offset += len(group)
+            local += len(group)
+            self.batch_offset = local * world
             self.train_seconds += time.perf_counter() - t0
             meter.add({k: v for k, v in logs.items() if k not in ("gnorm", "lr", "stepped")})
             meter.updates += 1

@@ -54,11 +54,13 @@ class MultiheadAttention(nn.Module):
         attn_mask: Optional[torch.Tensor] = None,
         is_causal: bool = False,
         kv: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+        kv_order: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         """Attend from ``x`` ``(B, T, C)``.
 
         Self-attention: keys/values from ``x``; with ``kv`` (cached keys/values of earlier steps,
-        each ``(B, H, t, D)``) the new ones are appended. Cross-attention: keys/values from
+        each ``(B0, H, t, D)``) the new ones are appended to rows ``kv_order`` ``(B,)`` of them (all
+        rows, B0 = B, when None). Cross-attention: keys/values from
         ``memory`` ``(B, S, C)`` or precomputed ``kv``. ``attn_mask`` is boolean, True = attend,
         broadcastable to ``(B, H, T, S)``. Returns the output ``(B, T, C)`` and the keys/values used.
         """
@@ -67,7 +69,7 @@ class MultiheadAttention(nn.Module):
             q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
             q, k, v = self._heads(q), self._heads(k), self._heads(v)
             if kv is not None:
-                k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
+                k, v = _append(kv[0], k, kv_order), _append(kv[1], v, kv_order)
         else:
             q = self._heads(self.q_proj(x))
             k, v = kv if kv is not None else self.project_kv(memory)
@@ -76,3 +78,19 @@ class MultiheadAttention(nn.Module):
         )  # (B, H, T, D)
         out = out.transpose(1, 2).reshape(B, T, C)
         return self.out_proj(out), (k, v)
+
+
+def _append(past: torch.Tensor, new: torch.Tensor, order: Optional[torch.Tensor]) -> torch.Tensor:
+    """Rows ``order`` of ``past`` ``(B0, H, t, D)`` extended by ``new`` ``(B, H, T, D)`` -> ``(B, H, t+T, D)``.
+
+    Beam search reorders the cache every step: selecting rows straight into the extended tensor
+    copies the cache once per step instead of twice (``index_select``, then ``cat``).
+    """
+    if order is None:
+        return torch.cat([past, new], dim=2)
+    B, H, T, D = new.shape
+    t = past.size(2)
+    out = new.new_empty(B, H, t + T, D)
+    torch.index_select(past, 0, order, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out

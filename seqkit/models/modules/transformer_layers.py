@@ -84,12 +84,20 @@ class DecoderLayer(nn.Module):
         memory_mask: Optional[torch.Tensor],
         cross_kv: KV,
         self_kv: Optional[KV] = None,
+        self_kv_order: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, KV]:
         """``x`` ``(B, T, C)``. Training: ``self_kv`` None and causal attention over ``x``.
-        Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values, which
-        are returned extended by this step."""
-        y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv)
+        Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values (of rows
+        ``self_kv_order`` ``(B,)``, see :class:`MultiheadAttention`), returned extended by this step.
+
+        ``cross_kv`` ``(G, H, S, D)`` may hold one row per group of ``B // G`` consecutive rows (the
+        beams of one sentence, T = 1): each group then attends as ``B // G`` query positions."""
+        y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv,
+                                   kv_order=self_kv_order)
         x = self.self_res.post(x, y)
-        y, _ = self.cross_attn(self.cross_res.pre(x), attn_mask=memory_mask, kv=cross_kv)
-        x = self.cross_res.post(x, y)
+        B, T, C = x.shape
+        G = cross_kv[0].size(0)
+        # (G, B // G, C) when grouped: a group's keys/values are read once, not once per beam
+        y, _ = self.cross_attn(self.cross_res.pre(x).reshape(G, -1, C), attn_mask=memory_mask, kv=cross_kv)
+        x = self.cross_res.post(x, y.view(B, T, C))
         return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x))), new_kv
