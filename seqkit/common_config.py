@@ -12,6 +12,9 @@ from seqkit.dataclass_utils import arg
 class CommonConfig:
     seed: int = arg(1, "seed for parameters init, dropout and the batch order")
     precision: str = arg("fp32", "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, GPU)")
+    fp16_init_loss_scale: float = arg(2.0**15, "fp16: initial loss scale")
+    fp16_scale_window: int = arg(2000, "fp16: good updates before the loss scale doubles")
+    fp16_min_loss_scale: float = arg(1e-4, "fp16: stop training when the loss scale falls below this")
     device: str = arg("auto", "auto (cuda when available), cpu or cuda")
     threads: int = arg(0, "CPU threads for torch (0: torch's default)")
     log_format: str = arg("auto", "auto (progress bar on a TTY, else simple), tqdm, simple or json")

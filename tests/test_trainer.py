@@ -100,3 +100,23 @@ def test_non_finite_updates_are_skipped_then_stop(data_dir, tmp_path):
     assert torch.equal(t.model.state_dict()["encoder_layers.0.ffn.fc1.weight"], before["encoder_layers.0.ffn.fc1.weight"])
     with pytest.raises(SeqkitError, match="3 updates in a row had a non-finite loss"):
         t.train_step([ds.collate(batches[2])])
+
+
+def test_out_of_memory_batch_is_skipped(data_dir, tmp_path, caplog):
+    t = Trainer(make_cfg(data_dir, tmp_path / "h", "checkpoint.no_save=true"))
+    real = t.criterion
+    calls = []
+
+    def flaky(model, sample):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(model, sample)
+
+    t.criterion = flaky
+    ds = t.task.load_dataset("train")
+    b = ds.batches(200, seed=1, epoch=1)
+    assert t.train_step([ds.collate(b[0])])["stepped"] == 0.0
+    assert "out of memory on a batch of shape" in caplog.text and t.oom_skipped == 1
+    assert all(p.grad is None for p in t.model.parameters())
+    assert t.train_step([ds.collate(b[1])])["stepped"] == 1.0 and t.num_updates == 1

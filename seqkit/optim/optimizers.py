@@ -1,14 +1,19 @@
-"""Adam, AdamW and SGD from torch, built as ``OPTIMIZERS.build(cfg, params)``."""
+"""Adam, AdamW (torch, or NVIDIA apex's FusedAdam when importable) and SGD, built as
+``OPTIMIZERS.build(cfg, params)``."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Iterable, List
+from typing import Any, Iterable, List
 
 import torch
 
 from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
 from seqkit.registry import OPTIMIZERS
+
+log = logging.getLogger("seqkit.optim")
 
 
 @dataclass
@@ -18,7 +23,8 @@ class AdamConfig:
     betas: List[float] = arg(help="Adam beta1, beta2", factory=lambda: [0.9, 0.98])
     eps: float = arg(1e-8, "Adam epsilon")
     weight_decay: float = arg(0.0, "L2 penalty added to the gradient (coupled, as in torch Adam)")
-    impl: str = arg("foreach", "torch implementation: foreach, fused, or single (plain for-loop)")
+    impl: str = arg("auto", "auto (apex FusedAdam on GPU when importable, else torch fused on GPU, foreach on CPU), "
+                            "apex, fused, foreach or single (plain loop)")
 
 
 @dataclass
@@ -36,28 +42,53 @@ class SGDConfig:
     weight_decay: float = arg(0.0, "L2 penalty")
 
 
-def _impl_kwargs(impl: str) -> dict:
-    if impl == "fused":
-        return {"fused": True}
-    if impl == "foreach":
-        return {"foreach": True}
-    if impl == "single":
-        return {"foreach": False}
-    from seqkit.errors import SeqkitError
+IMPLS = ("auto", "apex", "fused", "foreach", "single")
 
-    raise SeqkitError(f"unknown optimizer.impl {impl!r}; valid: foreach, fused, single")
+
+def apex_fused_adam() -> Any:
+    """NVIDIA apex's FusedAdam class when apex is importable (it is optional, never a dependency)."""
+    try:
+        from apex.optimizers import FusedAdam
+    except Exception:  # ImportError, or an apex built for another torch/CUDA
+        return None
+    return FusedAdam
+
+
+def choose_impl(impl: str, params: List[torch.nn.Parameter]) -> str:
+    """The implementation ``impl`` resolves to for these parameters."""
+    if impl not in IMPLS:
+        raise SeqkitError(f"unknown optimizer.impl {impl!r}; valid: {', '.join(IMPLS)}")
+    on_gpu = bool(params) and params[0].device.type == "cuda"
+    if impl == "auto":
+        if on_gpu:
+            return "apex" if apex_fused_adam() is not None else "fused"
+        return "foreach"
+    if impl == "apex" and apex_fused_adam() is None:
+        raise SeqkitError("optimizer.impl=apex but NVIDIA apex is not importable (install it from its repository; "
+                          "the PyPI package named apex is unrelated), or use optimizer.impl=fused")
+    return impl
+
+
+def _adam(cls: type, cfg: AdamConfig, params: Iterable[torch.nn.Parameter], decoupled: bool) -> torch.optim.Optimizer:
+    params = list(params)
+    impl = choose_impl(cfg.impl, params)
+    log.info("optimizer %s: %s implementation", cfg.name, {"apex": "NVIDIA apex FusedAdam", "fused": "torch fused",
+                                                            "foreach": "torch foreach", "single": "torch for-loop"}[impl])
+    kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
+    if impl == "apex":
+        return apex_fused_adam()(params, adam_w_mode=decoupled, **kw)
+    flags = {"fused": {"fused": True}, "foreach": {"foreach": True}, "single": {"foreach": False}}[impl]
+    return cls(params, **kw, **flags)
 
 
 @OPTIMIZERS.register("adam", AdamConfig)
 def build_adam(cfg: AdamConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.Adam(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay,
-                            **_impl_kwargs(cfg.impl))
+    return _adam(torch.optim.Adam, cfg, params, decoupled=False)
 
 
 @OPTIMIZERS.register("adamw", AdamWConfig)
 def build_adamw(cfg: AdamWConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay,
-                             **_impl_kwargs(cfg.impl))
+    return _adam(torch.optim.AdamW, cfg, params, decoupled=True)
 
 
 @OPTIMIZERS.register("sgd", SGDConfig)

@@ -17,13 +17,19 @@ log = logging.getLogger("seqkit.train")
 class Precision:
     """Owns everything that differs between precisions; master weights always stay fp32."""
 
-    def __init__(self, mode: str, device: torch.device):
+    def __init__(self, mode: str, device: torch.device, init_scale: float = 2.0**15, growth_interval: int = 2000,
+                 min_scale: float = 1e-4):
         if mode not in ("fp32", "bf16", "fp16"):
             raise SeqkitError(f"unknown common.precision {mode!r}; valid: fp32, bf16, fp16")
         self.mode, self.device = mode, device
         self.dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[mode]
-        self.scaler = torch.amp.GradScaler(device.type, enabled=(mode == "fp16"))
+        # fp16 only: dynamic loss scaling; an overflow skips the step and halves the scale, which
+        # doubles again after `growth_interval` good steps
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=init_scale, growth_interval=growth_interval,
+                                           enabled=(mode == "fp16"))
+        self.min_scale = min_scale
         self.skipped_steps = 0
+        self.overflows = 0
 
     def autocast(self) -> Any:
         if self.dtype is None:
@@ -40,23 +46,31 @@ class Precision:
         norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm > 0 else float("inf"))
         return float(norm)
 
-    def step(self, optimizer: torch.optim.Optimizer, gnorm: float) -> bool:
-        """Step unless the gradients are not finite; returns whether the step was taken."""
+    def step(self, optimizer: torch.optim.Optimizer, gnorm: float) -> str:
+        """Step unless the gradients are not finite. Returns "ok", "overflow" (fp16: the loss scale
+        was too high, the step is skipped and the scale halved) or "nonfinite" (step skipped)."""
         if self.scaler.is_enabled():
             scale = self.scaler.get_scale()
             self.scaler.step(optimizer)  # skips the step itself on inf/nan
             self.scaler.update()
-            if not math.isfinite(gnorm):
-                self.skipped_steps += 1
-                log.warning("fp16 overflow: step skipped, loss scale %g -> %g", scale, self.scaler.get_scale())
-                return False
-            return True
+            if math.isfinite(gnorm):
+                return "ok"
+            self.overflows += 1
+            new_scale = self.scaler.get_scale()
+            log.warning("fp16 overflow: step skipped, loss scale %g -> %g (%d overflows so far)", scale, new_scale,
+                        self.overflows)
+            if new_scale < self.min_scale:
+                raise SeqkitError(
+                    f"fp16 loss scale fell below common.fp16_min_loss_scale={self.min_scale:g}: the loss keeps "
+                    "overflowing; lower optimizer.lr, use optimization.clip_norm, or train with common.precision=bf16/fp32"
+                )
+            return "overflow"
         if not math.isfinite(gnorm):
             self.skipped_steps += 1
             log.warning("non-finite gradient norm: step skipped (%d so far)", self.skipped_steps)
-            return False
+            return "nonfinite"
         optimizer.step()
-        return True
+        return "ok"
 
     def state_dict(self) -> Optional[Dict[str, Any]]:
         return self.scaler.state_dict() if self.scaler.is_enabled() else None

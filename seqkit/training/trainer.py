@@ -40,7 +40,9 @@ class Trainer:
         self.task = TASKS.build(cfg.task)
         self.model = self.task.build_model(cfg.model).to(self.device)
         self.criterion = self.task.build_criterion(cfg.criterion)
-        self.precision = Precision(cfg.common.precision, self.device)
+        c = cfg.common
+        self.precision = Precision(c.precision, self.device, c.fp16_init_loss_scale, c.fp16_scale_window,
+                                   c.fp16_min_loss_scale)
         self.optimizer = OPTIMIZERS.build(cfg.optimizer, [p for p in self.model.parameters() if p.requires_grad])
         opt = cfg.optimization
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, opt.max_update)
@@ -58,6 +60,7 @@ class Trainer:
         self.bad_validations = 0
         self.train_seconds = 0.0
         self.bad_updates_in_row = 0
+        self.oom_skipped = 0
         self.interrupted: Optional[str] = None  # name of the signal that asked us to stop
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model %s: %s parameters; criterion %s; optimizer %s; precision %s; device %s; world size %d",
@@ -151,10 +154,16 @@ class Trainer:
         for i, sample in enumerate(samples):
             sample = _to_device(sample, self.device)
             sync = i == len(samples) - 1 or self.dist.world_size == 1
-            with _maybe_no_sync(self.train_model, sync):
-                with self.precision.autocast():
-                    loss, _, logging_output = self.criterion(self.train_model, sample)
-                self.precision.backward(loss * scale)
+            try:
+                with _maybe_no_sync(self.train_model, sync):
+                    with self.precision.autocast():
+                        loss, _, logging_output = self.criterion(self.train_model, sample)
+                    self.precision.backward(loss * scale)
+            except torch.OutOfMemoryError:
+                if self.dist.world_size > 1:  # the other ranks are waiting in a collective: stop them all
+                    raise SeqkitError(f"out of memory on a batch of shape {tuple(sample['target'].shape)}; "
+                                      "lower dataset.max_tokens") from None
+                return self._skip_oom(sample)
             for k, v in logging_output.items():
                 logs[k] = logs.get(k, 0.0) + v
         if self.dist.world_size > 1:  # log what the update saw on every rank, not rank 0's share
@@ -164,11 +173,12 @@ class Trainer:
         lr = self.scheduler.lr_at(self.num_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        stepped = self.precision.step(self.optimizer, gnorm)
+        outcome = self.precision.step(self.optimizer, gnorm)
+        stepped = outcome == "ok"
         if stepped:
             self.num_updates += 1
             self.bad_updates_in_row = 0
-        else:
+        elif outcome == "nonfinite":  # (fp16 overflows have their own limit: the loss-scale floor)
             self.bad_updates_in_row += 1
             if self.bad_updates_in_row >= self.cfg.optimization.max_bad_updates:
                 raise SeqkitError(
@@ -177,6 +187,16 @@ class Trainer:
                 )
         logs["gnorm"], logs["lr"], logs["stepped"] = gnorm, lr, float(stepped)
         return logs
+
+    def _skip_oom(self, sample: Dict[str, Any]) -> Dict[str, float]:
+        """Drop this update after an out-of-memory error, releasing what it held."""
+        self.oom_skipped += 1
+        log.warning("out of memory on a batch of shape %s: update skipped (%d so far); consider a lower "
+                    "dataset.max_tokens", tuple(sample["target"].shape), self.oom_skipped)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"gnorm": 0.0, "lr": self.scheduler.lr_at(self.num_updates), "stepped": 0.0}
 
     # -- validation -------------------------------------------------------------------------------
     @torch.no_grad()

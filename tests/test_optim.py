@@ -1,0 +1,78 @@
+"""Optimizer implementation choice: apex when importable (faked here), torch otherwise."""
+
+import sys
+import types
+
+import pytest
+import torch
+
+import seqkit
+from seqkit.errors import SeqkitError
+from seqkit.optim.optimizers import AdamConfig, AdamWConfig, build_adam, build_adamw, choose_impl
+from seqkit.training.precision import Precision
+
+seqkit.import_builtin_components()
+
+
+class FakeFusedAdam(torch.optim.Adam):
+    made = []
+
+    def __init__(self, params, adam_w_mode=True, **kw):
+        FakeFusedAdam.made.append(adam_w_mode)
+        super().__init__(params, **kw)
+
+
+@pytest.fixture
+def fake_apex(monkeypatch):
+    apex, optimizers = types.ModuleType("apex"), types.ModuleType("apex.optimizers")
+    optimizers.FusedAdam = FakeFusedAdam
+    apex.optimizers = optimizers
+    monkeypatch.setitem(sys.modules, "apex", apex)
+    monkeypatch.setitem(sys.modules, "apex.optimizers", optimizers)
+    FakeFusedAdam.made.clear()
+
+
+def params():
+    return [torch.nn.Parameter(torch.randn(3))]
+
+
+def test_without_apex(monkeypatch):
+    monkeypatch.setitem(sys.modules, "apex", None)  # import apex -> ImportError
+    assert choose_impl("auto", params()) == "foreach"
+    with pytest.raises(SeqkitError, match="apex is not importable"):
+        build_adam(AdamConfig(impl="apex"), params())
+    with pytest.raises(SeqkitError, match="unknown optimizer.impl 'nope'"):
+        choose_impl("nope", params())
+
+
+def test_apex_is_used_when_importable(fake_apex, caplog):
+    caplog.set_level("INFO")
+    opt = build_adamw(AdamWConfig(impl="apex"), params())
+    assert isinstance(opt, FakeFusedAdam) and FakeFusedAdam.made == [True]
+    build_adam(AdamConfig(impl="apex"), params())
+    assert FakeFusedAdam.made == [True, False]  # Adam: coupled L2, AdamW: decoupled decay
+    assert "NVIDIA apex FusedAdam" in caplog.text
+    # auto picks apex only for GPU parameters; CPU parameters keep torch's foreach
+    assert choose_impl("auto", params()) == "foreach"
+
+
+def test_fp16_overflow_halves_the_scale_and_the_floor_stops(caplog):
+    p = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    prec = Precision("fp16", torch.device("cpu"), init_scale=4.0, growth_interval=2, min_scale=1.0)
+    for outcome, scale in (("overflow", 2.0), ("overflow", 1.0)):
+        opt.zero_grad()
+        prec.backward((p * float("inf")).sum())
+        gnorm = prec.unscale_and_clip(opt, [p], 0.0)
+        assert prec.step(opt, gnorm) == outcome and prec.scaler.get_scale() == scale
+    assert torch.equal(p.detach(), torch.ones(2))  # skipped steps leave the weights alone
+    for _ in range(2):  # a window of good steps doubles the scale again
+        opt.zero_grad()
+        prec.backward(p.sum())
+        assert prec.step(opt, prec.unscale_and_clip(opt, [p], 0.0)) == "ok"
+    assert prec.scaler.get_scale() == 2.0 and prec.overflows == 2
+    with pytest.raises(SeqkitError, match="fp16 loss scale fell below"):
+        for _ in range(3):
+            opt.zero_grad()
+            prec.backward((p * float("nan")).sum())
+            prec.step(opt, prec.unscale_and_clip(opt, [p], 0.0))
