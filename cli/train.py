@@ -22,7 +22,7 @@ def train(argv: Optional[List[str]] = None) -> dict:
 
     seqkit.import_builtin_components()
     cfg = parse_argv(ConfigBuilder("train", TrainConfig), argv, PROG)
-    info = distributed.init(cfg.common.device)
+    info = distributed.init(cfg.common.device, cfg.distributed.timeout_minutes)
     setup_logging(info.rank)
     cfg = OmegaConf.to_object(cfg)
     if cfg.common.user_dir:  # saved absolute, so seqkit-generate can re-import it from anywhere

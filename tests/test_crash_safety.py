@@ -55,4 +55,5 @@ def test_sigkill_at_a_random_update_then_resume_is_bit_identical(toy_data, tmp_p
     assert a["train_state"]["num_updates"] == b["train_state"]["num_updates"] == TOTAL
     differing = [k for k in a["model"] if not torch.equal(a["model"][k], b["model"][k])]
     assert not differing, f"killed at update {kill_at} (checkpoint at {saved}): {differing[:5]} differ"
-    assert all(torch.equal(x, y) for x, y in zip(a["optimizer"]["state"][0].values(), b["optimizer"]["state"][0].values()))
+    for name, moments in a["optimizer"]["state"].items():
+        assert all(torch.equal(v, b["optimizer"]["state"][name][k]) for k, v in moments.items()), name

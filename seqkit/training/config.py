@@ -47,11 +47,18 @@ class CheckpointConfig:
 
 
 @dataclass
+class DistributedConfig:
+    strategy: str = arg("ddp", "ddp (DistributedDataParallel) or fsdp (fully sharded, for models that do not fit one device)")
+    timeout_minutes: float = arg(10.0, "collective timeout: a rank waiting longer than this on a failed peer fails")
+
+
+@dataclass
 class TrainConfig:
     common: CommonConfig = arg(help="seeds, precision, device, logging", factory=CommonConfig)
     dataset: DatasetConfig = arg(help="batching", factory=DatasetConfig)
     optimization: OptimizationConfig = arg(help="stopping, accumulation, clipping", factory=OptimizationConfig)
     checkpoint: CheckpointConfig = arg(help="saving and resuming", factory=CheckpointConfig)
+    distributed: DistributedConfig = arg(help="multi-process training under torchrun", factory=DistributedConfig)
     task: Any = arg(MISSING, "the task (hydra group `task`)")
     model: Any = arg(MISSING, "the model and its preset (hydra group `model`)")
     criterion: Any = arg(MISSING, "the training objective (hydra group `criterion`)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import torch
 import torch.distributed as dist
@@ -58,3 +58,75 @@ def all_reduce_sum(values: List[float], info: DistInfo) -> List[float]:
 def cleanup() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+# -- strategies: DDP (default) and FSDP ------------------------------------------------------------
+
+STRATEGIES = ("ddp", "fsdp")
+
+
+def wrap_model(model: torch.nn.Module, strategy: str, info: DistInfo) -> torch.nn.Module:
+    """The module the training forward runs through: the model itself for one process, a
+    DistributedDataParallel wrapper, or the model sharded in place by FSDP (``fully_shard`` on
+    every layer of every ``nn.ModuleList``, then on the root)."""
+    if strategy not in STRATEGIES:
+        from seqkit.errors import SeqkitError
+
+        raise SeqkitError(f"unknown distributed.strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
+    if info.world_size == 1:
+        return model
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for module in list(model.modules()):
+            if isinstance(module, torch.nn.ModuleList):
+                for layer in module:
+                    fully_shard(layer)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
+
+
+class grad_sync:
+    """Context: skip the gradient all-reduce (DDP ``no_sync``) or reduce-scatter (FSDP) for
+    all but the last accumulated batch."""
+
+    def __init__(self, model: torch.nn.Module, enabled: bool):
+        self.model, self.enabled = model, enabled
+        self.ctx = model.no_sync() if (not enabled and hasattr(model, "no_sync")) else None
+
+    def __enter__(self) -> None:
+        if self.ctx is not None:
+            self.ctx.__enter__()
+        elif hasattr(self.model, "set_requires_gradient_sync"):
+            self.model.set_requires_gradient_sync(self.enabled)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.ctx is not None:
+            self.ctx.__exit__(*exc)
+
+
+def _options(**kw: bool):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=True, **kw)
+
+
+def full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer):
+    """Whole (unsharded) model and optimizer state, keyed by parameter names, on CPU. A collective
+    under FSDP: every rank must call it. The same format for every strategy and world size."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    return get_model_state_dict(model, options=_options()), get_optimizer_state_dict(model, optimizer, options=_options())
+
+
+def load_full_state(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], model_state: dict,
+                    optimizer_state: Optional[dict]) -> None:
+    """Inverse of ``full_state``; every rank reads the whole checkpoint and keeps its shard."""
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    set_model_state_dict(model, model_state, options=_options(strict=True))
+    if optimizer is not None and optimizer_state is not None:
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=_options())

@@ -44,6 +44,8 @@ class Precision:
         self.scaler.unscale_(optimizer)
         params = [p for p in params if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm > 0 else float("inf"))
+        if hasattr(norm, "full_tensor"):  # FSDP: a DTensor holding the global norm
+            norm = norm.full_tensor()
         return float(norm)
 
     def step(self, optimizer: torch.optim.Optimizer, gnorm: float) -> str:

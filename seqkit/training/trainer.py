@@ -23,6 +23,7 @@ from seqkit.errors import SeqkitError
 from seqkit.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.training import checkpoints
 from seqkit.training.config import TrainConfig
+from seqkit.training import distributed
 from seqkit.training.distributed import DistInfo, all_reduce_sum
 from seqkit.training.precision import Precision
 from seqkit.training.progress import Meter, Progress
@@ -47,12 +48,7 @@ class Trainer:
         opt = cfg.optimization
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, opt.max_update)
         self.make_generator = make_generator
-        self.train_model = self.model
-        if self.dist.world_size > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = DDP(self.model, device_ids=ids)
+        self.train_model = distributed.wrap_model(self.model, cfg.distributed.strategy, self.dist)
         # position in training; all of it is saved and restored. batch_offset counts the epoch's
         # batches consumed by all ranks together, so a run can resume with another world size
         self.epoch, self.num_updates, self.batch_offset = 1, 0, 0
@@ -69,12 +65,14 @@ class Trainer:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
+        """Everything a checkpoint holds (a collective under FSDP: every rank calls it)."""
+        model_state, optimizer_state = distributed.full_state(self.model, self.optimizer)
         return {
             "format": checkpoints.FORMAT_VERSION,
             "cfg": to_plain(self.cfg),
             "task_state": self.task.checkpoint_state(),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": model_state,
+            "optimizer": optimizer_state,
             "scaler": self.precision.state_dict(),
             "train_state": {
                 "epoch": self.epoch,
@@ -99,13 +97,13 @@ class Trainer:
                 "use another checkpoint.save_dir or checkpoint.reset=true"
             )
         try:
-            self.model.load_state_dict(state["model"])
-        except RuntimeError as e:
+            distributed.load_full_state(self.model, None if weights_only else self.optimizer, state["model"],
+                                        None if weights_only else state["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as e:
             first = str(e).splitlines()[0]
             raise SeqkitError(f"checkpoint does not fit this model: {first}") from None
         if weights_only:
             return
-        self.optimizer.load_state_dict(state["optimizer"])
         self.precision.load_state_dict(state.get("scaler"))
         ts = state["train_state"]
         self.epoch, self.num_updates, self.batch_offset = ts["epoch"], ts["num_updates"], ts["batch_offset"]
@@ -115,7 +113,11 @@ class Trainer:
 
     def save(self, end_of_epoch: bool, valid: Optional[Dict[str, float]] = None, new_best: bool = False) -> None:
         ck = self.cfg.checkpoint
-        if ck.no_save or not self.dist.is_main:
+        if ck.no_save:
+            return
+        sharded = self.cfg.distributed.strategy == "fsdp" and self.dist.world_size > 1
+        state = self.state_dict() if (sharded or self.dist.is_main) else None  # FSDP gathers on every rank
+        if not self.dist.is_main:
             return
         os.makedirs(ck.save_dir, exist_ok=True)
         paths = [os.path.join(ck.save_dir, "checkpoint_last.pt")]
@@ -125,7 +127,7 @@ class Trainer:
         if new_best:
             paths.append(os.path.join(ck.save_dir, "checkpoint_best.pt"))
         t0 = time.perf_counter()
-        checkpoints.write(paths, self.state_dict())
+        checkpoints.write(paths, state)
         if done_epoch is not None:
             checkpoints.prune_epoch_checkpoints(ck.save_dir, ck.keep_last_epochs)
         log.info("saved %s (epoch %d, %d updates) in %.1fs", ", ".join(os.path.basename(p) for p in paths),
@@ -147,7 +149,7 @@ class Trainer:
         self.train_model.train()
         self.optimizer.zero_grad(set_to_none=True)
         # dividing by the update's total sample size (all batches, all ranks) makes the gradient a
-        # per-token mean however the update is split; DDP averages over ranks, hence * world_size
+        # per-token mean however the update is split; DDP/FSDP average over ranks, hence * world_size
         total = all_reduce_sum([float(sum(s["ntokens"] for s in samples))], self.dist)[0]
         scale = self.dist.world_size / max(total, 1.0)
         logs: Dict[str, float] = {}
@@ -155,7 +157,7 @@ class Trainer:
             sample = _to_device(sample, self.device)
             sync = i == len(samples) - 1 or self.dist.world_size == 1
             try:
-                with _maybe_no_sync(self.train_model, sync):
+                with distributed.grad_sync(self.train_model, sync):
                     with self.precision.autocast():
                         loss, _, logging_output = self.criterion(self.train_model, sample)
                     self.precision.backward(loss * scale)
@@ -366,18 +368,3 @@ def _to_device(sample: Any, device: torch.device) -> Any:
     if isinstance(sample, dict):
         return {k: _to_device(v, device) for k, v in sample.items()}
     return sample
-
-
-class _maybe_no_sync:
-    """DDP's ``no_sync`` for all but the last accumulated batch (skips redundant all-reduces)."""
-
-    def __init__(self, model: Any, sync: bool):
-        self.ctx = model.no_sync() if (not sync and hasattr(model, "no_sync")) else None
-
-    def __enter__(self) -> None:
-        if self.ctx is not None:
-            self.ctx.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.ctx is not None:
-            self.ctx.__exit__(*exc)
