@@ -32,7 +32,9 @@ def format_sentence(t: Translator, sid: int, source: str, target: Optional[str],
     return "\n".join(lines) + "\n"
 
 
-def _split_output(t: Translator, cfg: GenerateConfig) -> Iterator[str]:
+def _split_output(t: Translator, cfg: GenerateConfig, dist: Any) -> Iterator[str]:
+    """The split's output in sentence order. Under torchrun every rank translates every
+    world_size-th sentence and rank 0 gathers and prints them all (the others print nothing)."""
     task = t.task
     from seqkit.data.dictionary import Dictionary
 
@@ -40,14 +42,23 @@ def _split_output(t: Translator, cfg: GenerateConfig) -> Iterator[str]:
         path = os.path.join(cfg.task.data, f"dict.{lang}.txt")
         if os.path.isfile(path) and Dictionary.load(path) != d:
             raise SeqkitError(f"{path} differs from the checkpoint's dictionary: "
-                                            "the data was binarized for another model")
+                              "the data was binarized for another model")
     with_target = os.path.isfile(os.path.join(
         cfg.task.data, f"{cfg.gen_subset}.{task.source_lang}-{task.target_lang}.{task.target_lang}.idx"))
     ds = task.load_dataset(cfg.gen_subset, with_target=with_target)
-    sources = [ds.src[i].tolist() for i in range(len(ds))]
+    mine = list(range(dist.rank, len(ds), dist.world_size))
+    sources = [ds.src[i].tolist() for i in mine]
     results: Dict[int, List[Dict[str, Any]]] = {}
     for r in t.generate_batches(sources, cfg.batch_size, cfg.max_tokens):
-        results[r["id"]] = r["hypos"]
+        results[mine[r["id"]]] = r["hypos"]
+    if dist.world_size > 1:
+        import torch.distributed as torch_dist
+
+        gathered: List[Any] = [None] * dist.world_size if dist.is_main else None
+        torch_dist.gather_object(results, gathered, dst=0)
+        if not dist.is_main:
+            return
+        results = {sid: hypos for part in gathered for sid, hypos in part.items()}
     for sid in range(len(ds)):
         src = task.detokenize(task.pieces(ds.src[sid], "src"), "src")
         tgt = task.detokenize(task.pieces(ds.tgt[sid])) if with_target else None
@@ -86,7 +97,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
     from omegaconf import OmegaConf
 
     from seqkit.io import atomic_write_text
-    from seqkit.training.distributed import pick_device
+    from seqkit.training import distributed
 
     seqkit.import_builtin_components()
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("generate", GenerateConfig), argv, PROG))
@@ -97,7 +108,10 @@ def generate(argv: Optional[List[str]] = None) -> None:
     if cfg.common.threads > 0:
         torch.set_num_threads(cfg.common.threads)
     torch.manual_seed(cfg.common.seed)
-    device = pick_device(cfg.common.device, 0)
+    dist = distributed.init(cfg.common.device)
+    device = dist.device
+    if dist.world_size > 1 and cfg.input == "-":
+        raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     t = Translator.from_checkpoint(cfg.path, device=str(device), precision=cfg.common.precision,
                                    gen_cfg=cfg.generation, task_overrides={"data": cfg.task.data})
     t0 = time.perf_counter()
@@ -108,7 +122,11 @@ def generate(argv: Optional[List[str]] = None) -> None:
     elif cfg.input:
         raise SeqkitError(f"input={cfg.input!r}: only '-' (stdin) is supported; binarized data uses gen_subset")
     else:
-        source = _split_output(t, cfg)
+        source = _split_output(t, cfg, dist)
+    if not dist.is_main:
+        list(source)  # translate this rank's share and hand it to rank 0
+        distributed.cleanup()
+        return
     if cfg.results_path:
         # the whole output is written at once, atomically: a failure leaves no partial file
         blocks = list(source)
@@ -123,10 +141,11 @@ def generate(argv: Optional[List[str]] = None) -> None:
             if cfg.input == "-":  # interactive: show each translation as soon as it exists
                 sys.stdout.flush()
             n += 1
+    distributed.cleanup()
     secs = time.perf_counter() - t0
     g = t.gen_cfg
-    log.info("translated %d sentences in %.1fs (%.1f sentences/s), beam %d, lenpen %g", n, secs, n / max(secs, 1e-9),
-             g.beam, g.lenpen)
+    log.info("translated %d sentences in %.1fs (%.1f sentences/s), beam %d, lenpen %g, %d process(es)", n, secs,
+             n / max(secs, 1e-9), g.beam, g.lenpen, dist.world_size)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -58,6 +58,19 @@ def test_two_ranks_equal_one_rank_with_update_freq_2(runs):
         torch.testing.assert_close(a["model"][k], b["model"][k], atol=1e-6, rtol=1e-5, msg=k)
 
 
+def test_fsdp_matches_ddp_and_its_checkpoint_resumes_in_one_process(runs, tmp_path):
+    data, root, _, one = runs
+    fsdp = torchrun(*train_args(data, tmp_path / "fsdp", "optimization.max_update=6", "distributed.strategy=fsdp"))
+    assert fsdp.returncode == 0, fsdp.stderr[-3000:]
+    a, b = weights(tmp_path / "fsdp"), weights(root / "one")
+    assert b["train_state"]["num_updates"] == 6  # (this test runs before the one that moves it on)
+    for k in b["model"]:
+        torch.testing.assert_close(a["model"][k], b["model"][k], atol=1e-5, rtol=1e-4, msg=k)
+    resumed = run(*train_args(data, tmp_path / "fsdp", "optimization.max_update=7", "optimization.update_freq=2"))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resumed at epoch 1, update 6" in resumed.stderr
+
+
 def test_checkpoints_cross_world_sizes(runs):
     data, root, two, one = runs
     # saved by 2 ranks, resumed by 1 process; saved by 1 process, resumed by 2 ranks
@@ -120,3 +133,15 @@ def test_a_failing_rank_stops_every_rank(toy_data, tmp_path):
     assert r.returncode != 0
     assert "seqkit-train [rank 1]: error: this rank's data is broken" in r.stderr
     assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
+
+
+def test_generate_shards_over_ranks_and_merges_in_order(runs, tmp_path):
+    data, root, two, _ = runs
+    assert two.returncode == 0
+    gen = [os.path.join(BIN, "seqkit-generate"), f"path={root / 'two' / 'checkpoint_last.pt'}", f"task.data={data}",
+           "common.threads=1", "generation.beam=2", "generation.max_len_b=20"]
+    single = run(*gen)
+    sharded = torchrun(*gen)
+    assert single.returncode == 0 and sharded.returncode == 0, sharded.stderr[-2000:]
+    assert "2 process(es)" in sharded.stderr
+    assert sharded.stdout == single.stdout and single.stdout.count("\nS-") + 1 == 40

@@ -155,7 +155,7 @@ class TransformerModel(EncoderDecoderModel):
         x = self._embed_target(prev_output_tokens, 0)  # (B, T, C)
         mask = self._memory_mask(enc)
         for layer in self.decoder_layers:
-            x, _ = layer(x, mask, layer.cross_attn.project_kv(enc["out"]))
+            x, _ = layer(x, mask, memory=enc["out"])
         return self._output(x)  # (B, T, V)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:

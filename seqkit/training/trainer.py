@@ -44,11 +44,11 @@ class Trainer:
         c = cfg.common
         self.precision = Precision(c.precision, self.device, c.fp16_init_loss_scale, c.fp16_scale_window,
                                    c.fp16_min_loss_scale)
-        self.optimizer = OPTIMIZERS.build(cfg.optimizer, [p for p in self.model.parameters() if p.requires_grad])
-        opt = cfg.optimization
-        self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, opt.max_update)
-        self.make_generator = make_generator
+        # wrap before building the optimizer: FSDP replaces the parameters with sharded ones
         self.train_model = distributed.wrap_model(self.model, cfg.distributed.strategy, self.dist)
+        self.optimizer = OPTIMIZERS.build(cfg.optimizer, [p for p in self.model.parameters() if p.requires_grad])
+        self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, cfg.optimization.max_update)
+        self.make_generator = make_generator
         # position in training; all of it is saved and restored. batch_offset counts the epoch's
         # batches consumed by all ranks together, so a run can resume with another world size
         self.epoch, self.num_updates, self.batch_offset = 1, 0, 0

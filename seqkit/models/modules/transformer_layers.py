@@ -82,16 +82,21 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         memory_mask: Optional[torch.Tensor],
-        cross_kv: KV,
+        cross_kv: Optional[KV] = None,
         self_kv: Optional[KV] = None,
         self_kv_order: Optional[torch.Tensor] = None,
+        memory: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, KV]:
         """``x`` ``(B, T, C)``. Training: ``self_kv`` None and causal attention over ``x``.
         Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values (of rows
         ``self_kv_order`` ``(B,)``, see :class:`MultiheadAttention`), returned extended by this step.
 
         ``cross_kv`` ``(G, H, S, D)`` may hold one row per group of ``B // G`` consecutive rows (the
-        beams of one sentence, T = 1): each group then attends as ``B // G`` query positions."""
+        beams of one sentence, T = 1): each group then attends as ``B // G`` query positions. Without
+        ``cross_kv`` they are projected from ``memory`` ``(B, S, C)`` here, inside this layer's forward
+        (where FSDP has the layer's weights gathered)."""
+        if cross_kv is None:
+            cross_kv = self.cross_attn.project_kv(memory)
         y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv,
                                    kv_order=self_kv_order)
         x = self.self_res.post(x, y)
