@@ -76,3 +76,32 @@ def test_fp16_overflow_halves_the_scale_and_the_floor_stops(caplog):
             opt.zero_grad()
             prec.backward((p * float("nan")).sum())
             prec.step(opt, prec.unscale_and_clip(opt, [p], 0.0))
+
+
+def test_apex_fused_layer_norm_is_used_when_importable(monkeypatch):
+    import dataclasses
+
+    from seqkit.data.dictionary import Dictionary
+    from seqkit.models.transformer import TransformerModel, transformer_tiny
+
+    class FakeFusedLayerNorm(torch.nn.LayerNorm):
+        pass
+
+    apex, normalization = types.ModuleType("apex"), types.ModuleType("apex.normalization")
+    normalization.FusedLayerNorm = FakeFusedLayerNorm
+    apex.normalization = normalization
+    d = Dictionary(["a", "b"])
+    cfg = dataclasses.replace(transformer_tiny(), normalize_before=True)
+    monkeypatch.setitem(sys.modules, "apex", None)
+    plain = TransformerModel(cfg, d, d)
+    assert not any(isinstance(m, FakeFusedLayerNorm) for m in plain.modules())
+    monkeypatch.setitem(sys.modules, "apex", apex)
+    monkeypatch.setitem(sys.modules, "apex.normalization", normalization)
+    fused = TransformerModel(cfg, d, d)
+    norms = [m for m in fused.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert norms and all(isinstance(m, FakeFusedLayerNorm) for m in norms)
+    fused.load_state_dict(plain.state_dict())  # same parameter names: checkpoints move freely
+    monkeypatch.setitem(sys.modules, "apex", None)
+    monkeypatch.setitem(sys.modules, "apex.normalization", None)
+    with pytest.raises(SeqkitError, match="layer_norm_impl=apex but NVIDIA apex is not importable"):
+        TransformerModel(dataclasses.replace(cfg, layer_norm_impl="apex"), d, d)

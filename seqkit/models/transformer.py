@@ -19,6 +19,7 @@ from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.transformer_layers import DecoderLayer, EncoderLayer
 from seqkit.registry import MODELS
@@ -43,6 +44,7 @@ class TransformerConfig:
     share_all_embeddings: bool = arg(False, "one embedding matrix for source, target and output (needs a joined dictionary)")
     share_decoder_input_output_embed: bool = arg(True, "tie the decoder's input embedding and output projection")
     no_scale_embedding: bool = arg(False, "do not multiply embeddings by sqrt(embed_dim)")
+    layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex")
 
 
 @MODELS.preset("transformer_base")
@@ -101,12 +103,12 @@ class TransformerModel(EncoderDecoderModel):
         self.src_pos = pos(cfg.max_source_positions, C)
         self.tgt_pos = pos(cfg.max_target_positions, C)
         layer_args = (C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
-                      cfg.activation_dropout, cfg.activation, cfg.normalize_before)
+                      cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.decoder_layers))
         # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
-        self.encoder_norm = nn.LayerNorm(C) if cfg.normalize_before else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(C) if cfg.normalize_before else nn.Identity()
+        self.encoder_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
+        self.decoder_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
         if cfg.share_decoder_input_output_embed or cfg.share_all_embeddings:
             self.output_proj = None
         else:

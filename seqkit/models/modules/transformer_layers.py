@@ -13,6 +13,7 @@ from torch import nn
 
 from seqkit.models.modules.attention import MultiheadAttention
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.norm import layer_norm
 
 KV = Tuple[torch.Tensor, torch.Tensor]
 
@@ -38,9 +39,9 @@ class FeedForward(nn.Module):
 class _Residual(nn.Module):
     """``x + dropout(f(norm(x)))`` (pre-norm) or ``norm(x + dropout(f(x)))`` (post-norm)."""
 
-    def __init__(self, embed_dim: int, dropout: float, normalize_before: bool):
+    def __init__(self, embed_dim: int, dropout: float, normalize_before: bool, norm_impl: str = "auto"):
         super().__init__()
-        self.norm = nn.LayerNorm(embed_dim)
+        self.norm = layer_norm(embed_dim, norm_impl)
         self.dropout, self.normalize_before = dropout, normalize_before
 
     def pre(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,12 +54,12 @@ class _Residual(nn.Module):
 
 class EncoderLayer(nn.Module):
     def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, activation: str, normalize_before: bool):
+                 activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto"):
         super().__init__()
         self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
         self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
-        self.attn_res = _Residual(embed_dim, dropout, normalize_before)
-        self.ffn_res = _Residual(embed_dim, dropout, normalize_before)
+        self.attn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding)."""
@@ -69,14 +70,14 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayer(nn.Module):
     def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, activation: str, normalize_before: bool):
+                 activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto"):
         super().__init__()
         self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
         self.cross_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=False)
         self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
-        self.self_res = _Residual(embed_dim, dropout, normalize_before)
-        self.cross_res = _Residual(embed_dim, dropout, normalize_before)
-        self.ffn_res = _Residual(embed_dim, dropout, normalize_before)
+        self.self_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
+        self.cross_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
 
     def forward(
         self,
