@@ -2,6 +2,7 @@
 
 The toy model keeps its recurrent state in the cache, so a wrong reorder changes the logits;
 hypotheses are checked against the full teacher-forced pass (``decode``) and exhaustive search.
+The Transformer's own cache reordering is checked the same way, step by step.
 """
 
 import itertools
@@ -12,6 +13,7 @@ import torch
 
 from seqkit.errors import SeqkitError
 from seqkit.generation import GenerationConfig, SequenceGenerator, Specials, ban_repeated_ngrams
+from seqkit.generation.search import row_topk
 from seqkit.generation.sampling import best_tokens
 from seqkit.models.base import EncoderDecoderModel
 
@@ -309,3 +311,62 @@ def test_best_tokens_is_the_nucleus(scale):
         assert set(idx[r][vals[r] > -math.inf].tolist()) == nucleus
     vals, idx = best_tokens(lprobs, topk=3, topp=-1.0)
     assert idx.tolist() == lprobs.topk(3).indices.tolist()
+
+
+@pytest.mark.parametrize("V_wide", [8008, 8011, 40])  # two passes, two passes + a ragged tail, plain topk
+def test_row_topk_equals_topk(V_wide):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(7, V_wide, generator=g).mul_(3).round_()  # rounded: many ties
+    x[0, 5:] = -math.inf  # a row with fewer finite values than k
+    x[1] = -math.inf
+    x[2, -1] = 100.0  # the best token in the tail
+    for k in (1, 10):
+        vals, idx = row_topk(x, k)
+        ref = x.topk(k, dim=1).values
+        assert torch.equal(vals, ref)
+        assert torch.equal(x.gather(1, idx), vals)  # ties may be other tokens of the same value
+        assert all(len(set(row)) == k for row in idx.tolist())
+
+
+def test_transformer_cache_reorder_matches_full_decode():
+    """The transformer's lazy self-attention reorder and per-sentence cross-attention cache, through
+    beam expansion, re-ranking, whole sentences leaving, and single rows leaving (sampling)."""
+    import seqkit.models  # noqa: F401
+    from seqkit.data.dictionary import Dictionary
+    from seqkit.models.transformer import TransformerConfig, TransformerModel
+
+    d = Dictionary([f"w{i}" for i in range(12)])
+    cfg = TransformerConfig(encoder_layers=2, decoder_layers=2, embed_dim=12, ffn_dim=16, attention_heads=4,
+                            dropout=0.0, max_source_positions=32, max_target_positions=32)
+    torch.manual_seed(0)
+    model = TransformerModel(cfg, d, d).eval()
+    src = torch.tensor([[5, 6, 7, 8, 9, 2], [10, 11, 2, 0, 0, 0], [4, 15, 14, 2, 0, 0]])
+    lengths = src.ne(0).sum(1)
+    g = torch.Generator().manual_seed(1)
+
+    def rerank(sent):  # each row continues a random row of its own sentence
+        rows = [(sent == s).nonzero().squeeze(1) for s in sent.unique_consecutive()]
+        return torch.cat([r[torch.randint(0, r.numel(), (r.numel(),), generator=g)] for r in rows])
+
+    with torch.inference_mode():
+        enc = model.encode(src, lengths)
+        cache = model.init_cache(enc, 8)
+        sent = torch.arange(3)  # sentence of each row
+        prefix = torch.full((3, 1), BOS)
+        for step in range(7):
+            logits = model.decode_step(prefix[:, -1:], model.reorder(enc, sent), cache, step)
+            full = model.decode(prefix, model.reorder(enc, sent))[:, -1]
+            torch.testing.assert_close(logits, full, atol=1e-5, rtol=1e-5)
+            order, moved = rerank(sent), False
+            if step == 0:  # beam expansion: 3 rows per sentence
+                order, moved = torch.arange(3).repeat_interleave(3), True
+            elif step == 2:  # sentence 1 leaves
+                order, moved = (sent != 1).nonzero().squeeze(1), True
+            elif step == 4:  # single rows leave: sentences now have 2 and 1 rows
+                order, moved = torch.tensor([0, 2, 3]), True
+            cache = model.reorder_cache(cache, order, moved)
+            sent, prefix = sent[order], prefix[order]
+            prefix = torch.cat([prefix, torch.randint(4, 16, (sent.numel(), 1), generator=g)], 1)
+            if step == 2:
+                assert cache["static:keep"].size(0) == 2  # one cross-attention row per sentence
+        assert cache["static:keep"].size(0) == 3  # one per row once sentences have unequal rows

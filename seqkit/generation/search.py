@@ -66,6 +66,27 @@ def ban_repeated_ngrams(lprobs: torch.Tensor, gen: torch.Tensor, n: int) -> None
     lprobs.masked_fill_(banned > 0, -math.inf)
 
 
+def row_topk(x: torch.Tensor, k: int, group: int = 8):
+    """``x.topk(k, dim=1)`` (values and indices ``(R, k)``, best first) for wide rows ``x`` ``(R, V)``.
+
+    ``topk`` partially sorts every row; on CPU it is ~2x faster to cut each row into groups of
+    ``group`` tokens, keep the ``k`` groups with the highest maxima, and rank only their tokens.
+    Exact: a token among a row's best ``k`` lies in one of those groups, or ties with the ``k``-th
+    value (there are ``k`` group maxima at least as high), so only the indices of ties may differ.
+    """
+    R, V = x.shape
+    G = V // group
+    if G < 32 * k:  # measured: below this, the extra small ops cost more than topk saves
+        return x.topk(k, dim=1)
+    # group j holds tokens j, j + G, j + 2G, ...: its max is an elementwise max of contiguous slices
+    best_groups = x[:, : G * group].reshape(R, group, G).amax(1).topk(k, dim=1).indices  # (R, k)
+    ids = (best_groups.unsqueeze(2) + G * torch.arange(group, device=x.device)).view(R, k * group)
+    if G * group < V:  # the last V % group tokens are always ranked
+        ids = torch.cat([ids, torch.arange(G * group, V, device=x.device).expand(R, -1)], dim=1)
+    vals, j = x.gather(1, ids).topk(k, dim=1)  # (R, k)
+    return vals, ids.gather(1, j)
+
+
 class SequenceGenerator:
     """Beam search, greedy search (beam 1) and sampling, batched over sentences and beams.
 
@@ -190,12 +211,15 @@ class SequenceGenerator:
     def _log_probs(
         self, logits: torch.Tensor, tokens: torch.Tensor, step: int, row_max: torch.Tensor, min_unit_max: int
     ) -> torch.Tensor:
-        """Float32 log-probs ``(R, V)`` of the token at ``step`` with every rule applied as -inf."""
+        """Float32 log-probs ``(R, V)`` of the token at ``step`` with every rule applied as -inf.
+
+        Overwrites ``logits`` (fp32) with them: writing into a fresh (R, V) tensor every step costs
+        ~40% more than the softmax itself (page faults on a new ~10 MB buffer)."""
         cfg = self.cfg
         logits = logits.float()
         if cfg.temperature != 1.0:
             logits = logits / cfg.temperature
-        lprobs = torch.log_softmax(logits, dim=-1)  # (R, V)
+        lprobs = torch.log_softmax(logits, dim=-1, out=logits)  # (R, V)
         lprobs[:, self.pad] = -math.inf
         lprobs[:, self.bos] = -math.inf
         if cfg.unkpen:
@@ -222,7 +246,7 @@ class SequenceGenerator:
         best ``2W`` log-probs: adding ``cum`` and ranking over ``W * V`` is left to ``(R, 2W)`` of them.
         """
         k = min(2 * W, lprobs.size(1))
-        top_lp, top_tokens = lprobs.topk(k, dim=1)  # (R, k)
+        top_lp, top_tokens = row_topk(lprobs, k)  # (R, k)
         scores = (top_lp + cum.unsqueeze(1)).view(n, W * k)  # (n, W*k)
         cand_scores, idx = scores.topk(min(2 * W, W * k), dim=1)  # (n, 2W)
         return cand_scores, top_tokens.view(n, W * k).gather(1, idx), idx // k

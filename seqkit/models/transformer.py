@@ -192,6 +192,7 @@ class TransformerModel(EncoderDecoderModel):
         return cache
 
     def decode_step(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int) -> torch.Tensor:
+        # enc is not read: init_cache put all this needs (cross keys/values, source mask) in the cache
         B = tokens.size(0)
         keep = cache[f"{STATIC}keep"]  # (G, S): G divides B, rows come in groups of B // G per sentence
         if B % keep.size(0):
