@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from seqkit.allocator import keep_freed_memory
 from seqkit.dataclass_utils import field_help
 from seqkit.errors import SeqkitError
 from seqkit.plugins import import_user_dir
@@ -241,6 +242,7 @@ def setup_logging(rank: int = 0) -> None:
 
 def run_main(prog: str, fn: Callable[[], Any]) -> None:
     """Run ``fn``; a SeqkitError becomes one line on stderr and exit 1, Ctrl-C exit 130."""
+    keep_freed_memory()
     try:
         fn()
     except SeqkitError as e:

@@ -69,7 +69,7 @@ def _stdin_output(t: Translator, cfg: GenerateConfig, stream: Union[BinaryIO, Te
     """Translate raw lines from a stream (bytes or text), ``buffer_size`` lines at a time, ids counting from 0."""
     # typed at a terminal: translate each line at once; piped: fill whole batches
     interactive = hasattr(stream, "isatty") and stream.isatty()
-    buffer_size = cfg.buffer_size or (1 if interactive else cfg.batch_size)
+    buffer_size = cfg.buffer_size or (1 if interactive else cfg.batch_size * t.streams(cfg.batch_size))
     next_id, chunk = 0, []
 
     def flush(lines: List[str], first_id: int) -> Iterator[str]:
@@ -113,7 +113,8 @@ def generate(argv: Optional[List[str]] = None) -> None:
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     t = Translator.from_checkpoint(cfg.path, device=str(device), precision=cfg.common.precision,
-                                   gen_cfg=cfg.generation, task_overrides={"data": cfg.task.data})
+                                   gen_cfg=cfg.generation, task_overrides={"data": cfg.task.data},
+                                   inter_threads=cfg.inter_threads)
     t0 = time.perf_counter()
     n = 0
     if cfg.input == "-":

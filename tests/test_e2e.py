@@ -171,3 +171,31 @@ def test_sigterm_saves_and_resumes(toy_data, tmp_path):
                            env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"update {state['train_state']['num_updates']}" in again.stderr
+
+
+def test_translator_batches_side_by_side(e2e):
+    """inter_threads=2 searches two batches at once: same hypotheses, same order, threads restored."""
+    import torch
+
+    from seqkit.generation.translator import Translator
+
+    proc, work = e2e
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ck = str(work / "checkpoints" / "checkpoint_last.pt")
+    sentences = ["Der Hund spielt.", "Die Frau sieht das Pferd im Garten.", "Ein Mann.", "Zwei Kinder laufen.",
+                 "Eine Katze schläft auf dem Sofa.", "Der Junge isst."] * 3
+    threads = torch.get_num_threads()
+    one = Translator.from_checkpoint(ck, beam=2, max_len_b=40, inter_threads=1)
+    two = Translator.from_checkpoint(ck, beam=2, max_len_b=40, inter_threads=2)
+    assert one.streams() == 1 and two.streams() == min(2, threads)
+    src = [one.task.encode_source(s) for s in sentences]
+    a = list(one.generate_batches(src, batch_size=4))
+    b = list(two.generate_batches(src, batch_size=4))
+    assert [r["id"] for r in a] == [r["id"] for r in b]
+    for ra, rb in zip(a, b):
+        assert [h["tokens"].tolist() for h in ra["hypos"]] == [h["tokens"].tolist() for h in rb["hypos"]]
+    assert torch.get_num_threads() == threads  # the workers' thread setting stays in the workers
+    auto = Translator.from_checkpoint(ck, beam=5)  # inter_threads=0: side by side only for big batches
+    assert auto.streams(1) == 1 and auto.streams(64) == min(2, threads)
+    sampler = Translator.from_checkpoint(ck, sampling=True, inter_threads=2)
+    assert sampler.streams() == 1  # one seeded generator, drawn in batch order

@@ -96,3 +96,19 @@ def test_recipe_model_size():
     d = Dictionary([f"p{i}" for i in range(8004)])
     model = TransformerModel(dataclasses.replace(transformer_small(), share_all_embeddings=True), d, d)
     assert sum(p.numel() for p in model.parameters()) == 7_579_648
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_dropout_rate_and_expectation(p):
+    from seqkit.models.modules.dropout import dropout
+
+    torch.manual_seed(0)
+    x = torch.ones(1001, 257)  # numel not a multiple of 4
+    y = dropout(x, p, training=True)
+    n = x.numel()
+    dropped = float((y == 0).float().mean())
+    assert abs(dropped - p) < 4 * (p * (1 - p) / n) ** 0.5  # within 4 sigma
+    kept = y[y != 0]
+    assert torch.allclose(kept, torch.full_like(kept, 65536 / (65536 - round(p * 65536))))
+    assert abs(float(y.mean()) - 1.0) < 4 * (p / (1 - p) / n) ** 0.5  # expectation preserved
+    assert dropout(x, p, training=False) is x
