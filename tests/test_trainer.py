@@ -120,3 +120,30 @@ def test_out_of_memory_batch_is_skipped(data_dir, tmp_path, caplog):
     assert "out of memory on a batch of shape" in caplog.text and t.oom_skipped == 1
     assert all(p.grad is None for p in t.model.parameters())
     assert t.train_step([ds.collate(b[1])])["stepped"] == 1.0 and t.num_updates == 1
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_reduced_precision_trains_with_fp32_master_weights(data_dir, tmp_path, precision):
+    """bf16 / fp16 autocast (fp16 with loss scaling) on CPU: weights stay fp32, validation loss
+    falls like fp32's, and the run resumes from its checkpoint."""
+    runs = {}
+    for prec in ("fp32", precision):
+        t = Trainer(make_cfg(data_dir, tmp_path / prec, f"common.precision={prec}", "optimization.max_update=40",
+                             "optimizer.lr=3e-3", "lr_scheduler=fixed"))
+        start = t.validate()["loss"]
+        runs[prec] = (t, start, t.run()["valid"]["loss"])
+    t, start, end = runs[precision]
+    assert all(p.dtype == torch.float32 for p in t.model.parameters())
+    with t.precision.autocast():  # the forward pass really runs in the reduced type
+        assert torch.nn.functional.linear(torch.ones(2, 3), torch.ones(4, 3)).dtype == getattr(torch, {
+            "bf16": "bfloat16", "fp16": "float16"}[precision])
+    assert end < 0.8 * start
+    assert abs(end - runs["fp32"][2]) < 0.1 * runs["fp32"][2]  # close to the fp32 run
+    resumed = Trainer(make_cfg(data_dir, tmp_path / precision, f"common.precision={precision}",
+                               "optimization.max_update=45", "optimizer.lr=3e-3", "lr_scheduler=fixed"))
+    assert resumed.run()["num_updates"] == 45
+    import json
+
+    with open(tmp_path / precision / "train_log.jsonl") as f:
+        updates = [r["update"] for r in map(json.loads, f) if r["tag"] == "valid"]
+    assert updates == sorted(updates) and updates[-1] == 45  # continued from 40, not from 0
