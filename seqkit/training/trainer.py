@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -263,8 +263,8 @@ class Trainer:
         previous = self._catch_signals()
         try:
             while not stop and (not cfg.optimization.max_epoch or self.epoch <= cfg.optimization.max_epoch):
-                stop = self._epoch(train, too_long, progress)
-                last_valid = self._end_epoch(progress, stop)
+                stop, finished = self._epoch(train, too_long, progress)
+                last_valid = self._end_epoch(progress, finished)
                 if self.cfg.optimization.patience >= 0 and self.bad_validations > self.cfg.optimization.patience:
                     stop = f"no better {cfg.checkpoint.best_checkpoint_metric} for {self.bad_validations} validations (patience)"
                 stop = stop or self._stop_reason()  # e.g. a signal that came during validation
@@ -297,7 +297,10 @@ class Trainer:
             signal.signal(sig, handler)
         return previous
 
-    def _epoch(self, train: Any, exclude: np.ndarray, progress: Progress) -> Optional[str]:
+    def _epoch(self, train: Any, exclude: np.ndarray, progress: Progress) -> Tuple[Optional[str], bool]:
+        """Train until the epoch's batches run out or a stop condition; returns the stop reason and
+        whether every batch of the epoch was used (a stop on its last batch still ends the epoch,
+        so a resumed run does not validate the same update again)."""
         cfg = self.cfg
         from seqkit.data.batching import shard
 
@@ -330,14 +333,13 @@ class Trainer:
                 meter.reset()
             stop = self._stop_reason()
             if stop:
-                return stop
+                return stop, local >= len(batches)
             if cfg.checkpoint.save_interval_updates and self.num_updates % cfg.checkpoint.save_interval_updates == 0:
                 self.save(end_of_epoch=False)
-        return None
+        return None, True
 
-    def _end_epoch(self, progress: Progress, stop: Optional[str]) -> Optional[Dict[str, float]]:
+    def _end_epoch(self, progress: Progress, epoch_done: bool) -> Optional[Dict[str, float]]:
         progress.end_epoch()
-        epoch_done = stop is None
         if self.interrupted:  # leave fast: save where we are, validate after resuming
             self.save(end_of_epoch=False)
             return None
