@@ -142,13 +142,15 @@ def main() -> None:
             sources = [test_ds.src[i].tolist() for i in range(len(test_ds))]
         result["checkpoint"] = args.checkpoint
         for key, n, bs in (("gen_sent_per_s_b64", args.gen_sentences, 64), ("gen_sent_per_s_b1", args.gen_sentences_b1, 1)):
-            subset, runs = sources[:n], []
+            subset, runs, peaks = sources[:n], [], []
             for _ in range(args.gen_repeats):  # the median of a few runs: this kind of VM is noisy
                 t0 = time.perf_counter()
                 done = sum(1 for _ in tr.generate_batches(subset, bs))
                 runs.append(round(done / (time.perf_counter() - t0), 2))
+                peaks.append(round(matmul_peak(torch.float32) / 1e9))  # the machine's speed just then
             result[key] = sorted(runs)[len(runs) // 2]
             result[key.replace("per_s", "runs")] = runs
+            result[key.replace("sent_per_s", "fp32_peak_gflops")] = peaks
             result[key.replace("per_s", "count")] = done
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(result))

@@ -39,13 +39,14 @@ def snapshot(folder):
 
 @pytest.fixture(scope="module")
 def trained(toy_data, tmp_path_factory, tiny_train_args):
-    """A tiny transformer trained 10 updates (2 epochs: checkpoint1.pt, checkpoint_last.pt)."""
+    """A tiny transformer trained 10 updates: 2 epochs of 5, the stop on epoch 2's last batch ends it
+    (checkpoint1.pt, checkpoint2.pt, checkpoint_last.pt)."""
     from seqkit.cli.train import train as train_fn
 
     _, data = toy_data
     save_dir = tmp_path_factory.mktemp("trained") / "checkpoints"
     train_fn([f"task.data={data}", f"checkpoint.save_dir={save_dir}", "optimization.max_update=10", *tiny_train_args])
-    assert (save_dir / "checkpoint1.pt").is_file() and (save_dir / "checkpoint_last.pt").is_file()
+    assert {p.name for p in save_dir.glob("checkpoint*.pt")} >= {"checkpoint1.pt", "checkpoint2.pt", "checkpoint_last.pt"}
     return save_dir
 
 
@@ -140,8 +141,8 @@ def test_train_resumes_from_older_checkpoint_when_last_is_corrupt(run_cli, save_
     assert "Traceback" not in r.err
     warnings = [line for line in r.err.splitlines() if "| WARNING |" in line]
     assert any(str(last) in w and "corrupt" in w and "older checkpoint" in w for w in warnings), r.err
-    assert f"resuming from {save_dir_copy / 'checkpoint1.pt'}" in r.err
-    assert "resumed at epoch 2, update 5," in r.err  # checkpoint1.pt: the end of epoch 1, 5 updates
+    assert f"resuming from {save_dir_copy / 'checkpoint2.pt'}" in r.err
+    assert "resumed at epoch 3, update 10," in r.err  # checkpoint2.pt: the end of epoch 2, 10 updates
     assert "done: reached max_update 12; 12 updates" in r.err
 
 

@@ -1,5 +1,6 @@
 """The trainer: exact resume, gradient accumulation equivalence, checkpoint contents."""
 
+import json
 import os
 
 import pytest
@@ -51,6 +52,23 @@ def test_resume_is_bit_identical(data_dir, tmp_path):
     assert resumed.epoch == straight.epoch
     a, b = params(straight), params(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_stop_on_an_epochs_last_batch_ends_the_epoch(data_dir, tmp_path):
+    """max_update landing on the last batch of an epoch: that epoch is complete (checkpointN.pt saved,
+    validated once); resuming starts the next epoch instead of validating the same update again."""
+    probe = Trainer(make_cfg(data_dir, tmp_path / "p", "checkpoint.no_save=true"))
+    per_epoch = len(probe.task.load_dataset("train").batches(200, 0, 1, 1))
+    first = Trainer(make_cfg(data_dir, tmp_path / "g", f"optimization.max_update={per_epoch}"))
+    first.run()
+    assert (first.epoch, first.batch_offset) == (2, 0)
+    assert (tmp_path / "g" / "checkpoint1.pt").is_file()
+    resumed = Trainer(make_cfg(data_dir, tmp_path / "g", f"optimization.max_update={per_epoch + 2}"))
+    resumed.run()
+    with open(tmp_path / "g" / "train_log.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    valid_updates = [r["update"] for r in records if r["tag"] == "valid"]
+    assert valid_updates == [per_epoch, per_epoch + 2]
 
 
 def test_update_freq_matches_bigger_batches(data_dir, tmp_path):
