@@ -3,10 +3,14 @@
     python benchmarks/translation.py                       # quick: < 5 minutes on 2 cores
     python benchmarks/translation.py --precision bf16      # autocast bf16 training and generation
     python benchmarks/translation.py --checkpoint CK.pt    # generation with a trained model
+    python benchmarks/translation.py --model lstm_luong_small   # any registered model or preset
 
 Reads Multi30k from $SEQKIT_DATA/multi30k or ../shared/data/multi30k (or --data). MFU is model
 FLOP/s (matmul FLOPs of forward + backward over real tokens, attention included) divided by a
 matmul peak measured in this process at the same precision, so runs on noisy machines compare.
+The Transformer's FLOPs come from its formula over real tokens; other models' are counted by
+torch's FlopCounterMode on the same batches (3x the forward's matmuls and convolutions, padding
+included).
 Without --checkpoint, generation uses the briefly trained benchmark model with output length
 capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only.
 """
@@ -28,9 +32,9 @@ import seqkit
 from seqkit.allocator import keep_freed_memory
 from seqkit.generation import GenerationConfig
 from seqkit.generation.translator import Translator
-from seqkit.models.transformer import TransformerConfig, transformer_small
+from seqkit.models.transformer import TransformerConfig
 from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.registry import CRITERIA, OPTIMIZERS, TASKS, TOKENIZERS
+from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
 from seqkit.tasks.translation import TranslationConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -71,11 +75,25 @@ def train_flops(cfg: TransformerConfig, vocab: int, src_lens: torch.Tensor, tgt_
     return 3 * 2 * (enc + dec + out)
 
 
+def counted_flops(model, crit, samples) -> float:
+    """Forward + backward FLOPs (3x the forward's) of ``samples``, counted by torch as they run."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        for sample in samples:
+            crit(model, sample)
+    return 3.0 * counter.get_total_flops()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz")
     ap.add_argument("--precision", choices=sorted(DTYPES), default="fp32")
     ap.add_argument("--checkpoint", help="trained checkpoint for the generation figures")
+    ap.add_argument("--model", default="transformer_small",
+                    help="registered model or preset to train (with share_all_embeddings=true): transformer_small, "
+                         "lstm_luong_small, convs2s_small, ...")
     ap.add_argument("--train-updates", type=int, default=40, help="timed training updates (after 5 warm-up)")
     ap.add_argument("--gen-sentences", type=int, default=1000, help="test sentences for batch 64")
     ap.add_argument("--gen-sentences-b1", type=int, default=100, help="test sentences for batch 1")
@@ -87,7 +105,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     seqkit.import_builtin_components()
     src = find_data(args.data)
-    result = {"precision": args.precision, "threads": torch.get_num_threads()}
+    choices = MODELS.choices()
+    if args.model not in choices:
+        sys.exit(f"benchmarks/translation.py: unknown --model {args.model!r}; valid: {', '.join(choices)}")
+    result = {"model": args.model, "precision": args.precision, "threads": torch.get_num_threads()}
     with tempfile.TemporaryDirectory() as tmp:
         # -- preprocess: the whole corpus, joint 8k BPE, 2 workers ------------------------------
         pcfg = PreprocessConfig(source_lang="de", target_lang="en", trainpref=f"{src}/train", validpref=f"{src}/val",
@@ -100,8 +121,9 @@ def main() -> None:
         # -- training: the recipe's model, token-budget batches of 4096 -------------------------
         torch.manual_seed(1)
         task = TASKS.build(TranslationConfig(data=f"{tmp}/bin"))
-        mcfg = dataclasses.replace(transformer_small(), share_all_embeddings=True)
+        mcfg = dataclasses.replace(choices[args.model], share_all_embeddings=True)
         model = task.build_model(mcfg)
+        result["parameters"] = sum(p.numel() for p in model.parameters())
         crit = task.build_criterion(CRITERIA.choices()["label_smoothed_cross_entropy"])
         opt = OPTIMIZERS.build(OPTIMIZERS.choices()["adam"], model.parameters())
         ds = task.load_dataset("train")
@@ -109,20 +131,26 @@ def main() -> None:
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
         model.train()
         tokens = flops = 0.0
+        timed = []
         for i, b in enumerate(batches[: 5 + args.train_updates]):
             sample = ds.collate(b)
             if i == 5:  # warm-up done
                 t0 = time.perf_counter()
             if i >= 5:
                 tokens += sample["ntokens"]
-                flops += train_flops(mcfg, len(task.tgt_dict), sample["net_input"]["src_lengths"].float(),
-                                     sample["target"].ne(0).sum(1).float())
+                timed.append(sample)
+                if isinstance(mcfg, TransformerConfig):
+                    flops += train_flops(mcfg, len(task.tgt_dict), sample["net_input"]["src_lengths"].float(),
+                                         sample["target"].ne(0).sum(1).float())
             opt.zero_grad(set_to_none=True)
             with autocast:
                 loss, n, _ = crit(model, sample)
             (loss / n).backward()
             opt.step()
         secs = time.perf_counter() - t0
+        if not isinstance(mcfg, TransformerConfig):
+            with autocast:
+                flops = counted_flops(model, crit, timed)
         peak = matmul_peak(DTYPES[args.precision])
         result.update(train_tokens_per_s=round(tokens / secs, 1), train_model_gflops=round(flops / secs / 1e9, 2),
                       matmul_peak_gflops=round(peak / 1e9, 2), train_mfu=round(flops / secs / peak, 3),

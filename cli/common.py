@@ -16,7 +16,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from seqkit.allocator import keep_freed_memory
-from seqkit.dataclass_utils import field_help
+from seqkit.dataclass_utils import check_ranges, describe_range
 from seqkit.errors import SeqkitError
 from seqkit.plugins import import_user_dir
 from seqkit.registry import GROUPS
@@ -178,15 +178,21 @@ class ConfigBuilder:
         for f in dataclasses.fields(self.schema):
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
             if dataclasses.is_dataclass(default):
-                for name, doc in field_help(type(default)).items():
-                    lines.append(f"  {f.name}.{name:<28} {doc} [{getattr(default, name)!r}]")
+                for sub in dataclasses.fields(default):
+                    lines.append(f"  {f.name}.{sub.name:<28} {_doc(sub, getattr(default, sub.name))}")
             elif f.name not in self.defaults:
-                lines.append(f"  {f.name:<30} {f.metadata.get('help', '')} [{default!r}]")
+                lines.append(f"  {f.name:<30} {_doc(f, default)}")
         return "\n".join(lines)
 
 
+def _doc(f: dataclasses.Field, default: Any) -> str:
+    """A field's help line: ``doc [default]``, or ``doc [default; range]`` where it has one."""
+    rule = describe_range(f)
+    return f"{f.metadata.get('help', '')} [{default!r}{'; ' + rule if rule else ''}]"
+
+
 def parse_argv(builder: ConfigBuilder, argv: Optional[List[str]], prog: str) -> Any:
-    """argv -> composed DictConfig; handles --help, --cfg job, --config FILE, common.user_dir."""
+    """argv -> composed DictConfig, range-checked; handles --help, --cfg job, --config FILE, common.user_dir."""
     from omegaconf import OmegaConf
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -223,6 +229,11 @@ def parse_argv(builder: ConfigBuilder, argv: Optional[List[str]], prog: str) -> 
         if key == "common.user_dir" and value not in ("", "null"):
             import_user_dir(value.strip("'\""))
     cfg = builder.compose(overrides)
+    try:
+        typed = OmegaConf.to_object(cfg)
+    except Exception as e:  # e.g. a mandatory value left unset
+        raise SeqkitError(f"bad config: {str(e).splitlines()[0]}") from None
+    check_ranges(typed)  # before any work: a bad value is one line, not a traceback from deep inside
     if show_cfg:
         print(OmegaConf.to_yaml(cfg), end="")
         raise SystemExit(0)

@@ -1,5 +1,6 @@
 """``seqkit-generate``: translate a binarized split or raw stdin lines with a checkpoint and print
-fairseq's line format (S-, T-, H-, D-, P-), ordered by sentence id."""
+fairseq's line format (S-, T-, H-, D-, P-, and A- with generation.print_alignment=true), ordered
+by sentence id."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def format_sentence(t: Translator, sid: int, source: str, target: Optional[str],
         lines.append(f"H-{sid}\t{score:.4f}\t{' '.join(h['pieces'])}")
         lines.append(f"D-{sid}\t{score:.4f}\t{h['text']}")
         lines.append("P-{}\t{}".format(sid, " ".join(f"{s / LN2:.4f}" for s in h["positional_scores"])))
+        if "alignment" in h:  # fairseq's A- line: srcpos-tgtpos of each target token (eos excluded)
+            lines.append(f"A-{sid}\t" + " ".join(f"{s}-{t}" for s, t in h["alignment"]))
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "generate": "decode with a trained checkpoint (beam search, sampling)",
     "score": "score hypotheses against references with sacreBLEU (BLEU, chrF, TER)",
     "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
+    "plot": "attention heatmap of a translation, training curves of runs (needs seqkit[plot])",
 }
 
 

@@ -11,12 +11,16 @@ from seqkit.dataclass_utils import arg
 @dataclass
 class CommonConfig:
     seed: int = arg(1, "seed for parameters init, dropout and the batch order")
-    precision: str = arg("fp32", "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, GPU)")
-    fp16_init_loss_scale: float = arg(2.0**15, "fp16: initial loss scale")
-    fp16_scale_window: int = arg(2000, "fp16: good updates before the loss scale doubles")
-    fp16_min_loss_scale: float = arg(1e-4, "fp16: stop training when the loss scale falls below this")
-    device: str = arg("auto", "auto (cuda when available), cpu or cuda")
-    threads: int = arg(0, "CPU threads for torch (0: torch's default)")
-    log_format: str = arg("auto", "auto (progress bar on a TTY, else simple), tqdm, simple or json")
-    log_interval: int = arg(50, "updates between training log lines")
+    precision: str = arg("fp32", "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, GPU)",
+                          choices=("fp32", "bf16", "fp16"))
+    fp16_init_loss_scale: float = arg(2.0**15, "fp16: initial loss scale", gt=0)
+    fp16_scale_window: int = arg(2000, "fp16: good updates before the loss scale doubles", ge=1)
+    fp16_min_loss_scale: float = arg(1e-4, "fp16: stop training when the loss scale falls below this", ge=0)
+    device: str = arg("auto", "auto (cuda when available), cpu or cuda", choices=("auto", "cpu", "cuda"))
+    threads: int = arg(0, "CPU threads for torch (0: torch's default)", ge=0)
+    log_format: str = arg("auto", "auto (progress bar on a TTY, else simple), tqdm, simple or json",
+                           choices=("auto", "tqdm", "simple", "json"))
+    log_interval: int = arg(50, "updates between training log lines", ge=1)
     user_dir: Optional[str] = arg(None, "folder of plugin modules to import (they register components)")
+    tensorboard_logdir: Optional[str] = arg(None, "seqkit-train: also write logged train/valid scalars for "
+                                                  "TensorBoard into DIR/train and DIR/valid (needs seqkit[tensorboard])")

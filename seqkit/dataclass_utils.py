@@ -5,12 +5,69 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict
 
+from seqkit.errors import SeqkitError
 
-def arg(default: Any = dataclasses.MISSING, help: str = "", factory: Callable | None = None) -> Any:
-    """A dataclass field with a one-line doc (shown by ``--help``)."""
+
+def arg(default: Any = dataclasses.MISSING, help: str = "", factory: Callable | None = None, *,
+        ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
+        choices: tuple | None = None) -> Any:
+    """A dataclass field with a one-line doc (shown by ``--help``) and optional range checks.
+
+    ``ge``/``gt``/``le``/``lt`` bound a number (``ge=0, lt=1`` is [0, 1)); ``choices`` lists the
+    allowed values. They are kept in the field's metadata and checked where the config is built.
+    """
+    meta: Dict[str, Any] = {"help": help}
+    for key, val in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt), ("choices", choices)):
+        if val is not None:
+            meta[key] = tuple(val) if key == "choices" else val
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata={"help": help})
-    return dataclasses.field(default=default, metadata={"help": help})
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def describe_range(field: dataclasses.Field) -> str:
+    """A field's allowed values in words: ``> 0``, ``in [0, 1)``, ``one of: relu, gelu``; "" if unbounded."""
+    m = field.metadata
+    if "choices" in m:
+        return "one of: " + ", ".join(str(c) for c in m["choices"])
+    low = f"[{m['ge']}" if "ge" in m else f"({m['gt']}" if "gt" in m else None
+    high = f"{m['le']}]" if "le" in m else f"{m['lt']})" if "lt" in m else None
+    if low and high:
+        return f"in {low}, {high}"
+    if low:
+        return (">= " if low[0] == "[" else "> ") + low[1:]
+    if high:
+        return ("<= " if high[-1] == "]" else "< ") + high[:-1]
+    return ""
+
+
+def _in_range(value: Any, m: Any) -> bool:
+    if "choices" in m:
+        return value in m["choices"]
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return True  # hydra already checked the type; bounds are for numbers
+    # written as "not below" etc. so that NaN fails every bound
+    return not (("ge" in m and not value >= m["ge"]) or ("gt" in m and not value > m["gt"])
+                or ("le" in m and not value <= m["le"]) or ("lt" in m and not value < m["lt"]))
+
+
+def check_ranges(cfg: Any, prefix: str = "") -> None:
+    """Raise ``SeqkitError`` for the first field of dataclass ``cfg`` (recursively) outside its
+    ``arg(ge=, gt=, le=, lt=, choices=)`` range; list fields are checked element by element."""
+    for f in dataclasses.fields(cfg):
+        value, key = getattr(cfg, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_ranges(value, key + ".")
+            continue
+        rule = describe_range(f)
+        if not rule or (value is None and f.default is None):
+            continue
+        items = [(f"{key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, (list, tuple)) else [(key, value)]
+        for name, v in items:
+            if v is None or not _in_range(v, f.metadata):
+                if "choices" in f.metadata:
+                    raise SeqkitError(f"{name}={v!r} is not valid; choose {rule}")
+                raise SeqkitError(f"{name}={v!r} is out of range: must be {rule}")
 
 
 def field_help(cls: type) -> Dict[str, str]:

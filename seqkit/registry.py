@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict
 
+from seqkit.dataclass_utils import check_ranges
 from seqkit.errors import SeqkitError
 
 
@@ -71,7 +72,8 @@ class Registry:
         return self._configs[name]
 
     def make_config(self, values: Dict[str, Any]) -> Any:
-        """Typed config from a plain dict (e.g. a checkpoint's); unknown keys are an error."""
+        """Typed config from a plain dict (e.g. a checkpoint's); unknown keys and values out of
+        their range are errors."""
         cls = self.config_class(values.get("name", ""))
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - fields)
@@ -79,7 +81,9 @@ class Registry:
             raise SeqkitError(
                 f"unknown {self.kind} config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(fields))}"
             )
-        return cls(**values)
+        cfg = cls(**values)
+        check_ranges(cfg, f"{self.kind}.")
+        return cfg
 
     def build(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
         """Build the component that ``cfg.name`` names, passing ``cfg`` first."""

@@ -56,7 +56,8 @@ class ScoreConfig:
     tok_lc_bleu: bool = arg(False, "also report tokenized lowercased BLEU as older papers do (multi-bleu style, "
                                    "NOT sacreBLEU)")
     sentence_level: bool = arg(False, "also report a score per sentence")
-    output_format: str = arg("text", "text (one line per metric) or json (one JSON object per metric per line)")
+    output_format: str = arg("text", "text (one line per metric) or json (one JSON object per metric per line)",
+                             choices=OUTPUT_FORMATS)
 
     def __post_init__(self) -> None:
         self.ref = as_list(self.ref)

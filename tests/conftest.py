@@ -90,3 +90,28 @@ def tiny_train_args():
 @pytest.fixture(scope="session")
 def fast_gen_args():
     return list(FAST_GEN)
+
+
+def _check_alignment_lines(text: str) -> int:
+    """Assert every hypothesis of a generate output with print_alignment has a well-formed A- line:
+    one ``src-tgt`` pair per target piece (eos excluded), positions inside the sentence. Returns the
+    number of A- lines."""
+    src_len, hyp_len, count = {}, {}, 0
+    for line in text.splitlines():
+        kind, rest = line.split("\t", 1)
+        k, sid = kind.split("-")
+        if k == "S":
+            src_len[sid] = None  # pieces unknown here: checked against the H- line's length below
+        elif k == "H":
+            hyp_len[sid] = len(rest.split("\t")[1].split())
+        elif k == "A":
+            count += 1
+            pairs = [tuple(map(int, p.split("-"))) for p in rest.split()]
+            assert [t for _, t in pairs] == list(range(hyp_len[sid])), line
+            assert all(0 <= s < 200 for s, _ in pairs), line
+    return count
+
+
+@pytest.fixture(scope="session")
+def check_alignment_lines():
+    return _check_alignment_lines

@@ -19,7 +19,8 @@ class CrossEntropyConfig:
 @dataclass
 class LabelSmoothedCrossEntropyConfig:
     name: str = arg("label_smoothed_cross_entropy", "registry name")
-    label_smoothing: float = arg(0.1, "epsilon: probability mass spread uniformly over the other tokens")
+    label_smoothing: float = arg(0.1, "epsilon: probability mass spread uniformly over the other tokens",
+                                 ge=0, lt=1)
 
 
 class SmoothedNLL(torch.autograd.Function):

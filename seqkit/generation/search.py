@@ -25,7 +25,9 @@ from seqkit.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig, check_generation_config
 from seqkit.generation.sampling import sample_step
 
-# {"tokens": LongTensor (L,), "score": float, "positional_scores": FloatTensor (L,)}
+# {"tokens": LongTensor (L,), "score": float, "positional_scores": FloatTensor (L,)}, and with
+# print_alignment "attention": FloatTensor (L, S_i), each target token's attention over the source
+# (S_i: the sentence's source length, eos included)
 Hypothesis = Dict[str, Any]
 
 
@@ -138,11 +140,14 @@ class SequenceGenerator:
         cum[:, 1:] = -math.inf  # all beams start identical: only beam 0 may expand at step 0
         cum = cum.view(-1)  # (R,)
         finalized: List[List[Hypothesis]] = [[] for _ in range(B)]
+        align = cfg.print_alignment
+        attn = None  # (R, steps, S) with print_alignment: each row's attention at each step
+        src_len = src_lengths.detach().cpu()  # (B,)
 
         for step in range(max_len + 1):
             if step == 0:
                 # every row of a sentence starts from bos alone: decode one row per sentence, then copy
-                logits = model.decode_step(tokens[:B, :1].contiguous(), enc, cache, 0)  # (B, V)
+                logits, step_attn = self._decode(model, tokens[:B, :1].contiguous(), enc, cache, 0)  # (B, V)
                 if logits.size(-1) != self.vocab_size:
                     raise SeqkitError(
                         f"model vocabulary ({logits.size(-1)}) != target dictionary ({self.vocab_size})"
@@ -150,8 +155,13 @@ class SequenceGenerator:
                 sent = torch.arange(B, device=device).repeat_interleave(K)  # (R,) sentence of each row
                 enc, cache = model.reorder(enc, sent), model.reorder_cache(cache, sent, True)
                 logits = logits.index_select(0, sent)  # (R, V)
+                if align:
+                    attn = torch.zeros(B * K, max_len + 1, step_attn.size(1), device=device)  # (R, steps, S)
+                    step_attn = step_attn.index_select(0, sent)
             else:
-                logits = model.decode_step(tokens[:, step : step + 1].contiguous(), enc, cache, step)  # (R, V)
+                logits, step_attn = self._decode(model, tokens[:, step : step + 1].contiguous(), enc, cache, step)
+            if align:
+                attn[:, step] = step_attn
             lprobs = self._log_probs(logits, tokens, step, row_max, min_unit_max)  # (R, V)
             if cfg.sampling:
                 cands = sample_step(lprobs, cum, cfg.sampling_topk, cfg.sampling_topp)  # (n, 1)
@@ -167,7 +177,8 @@ class SequenceGenerator:
                 rows = eos_units * W + cand_beams[eos_units, eos_cands]  # (E,)
                 scores = cand_scores[eos_units, eos_cands]  # (E,)
                 hyps = self._finalized(tokens, pos_lp, lprobs, rows, scores, step)
-                full = self._record(hyps, eos_units.tolist(), finalized, unit_sent, unit_count, W)
+                hyp_attn = attn[rows, : step + 1].cpu() if align else None  # (E, step+1, S)
+                full = self._record(hyps, eos_units.tolist(), finalized, unit_sent, unit_count, W, hyp_attn, src_len)
                 done[full] = True
 
             old_units = None  # (n',) old index of each unit still live, None when all are
@@ -194,6 +205,8 @@ class SequenceGenerator:
             new_lp = lprobs[order, new_tokens]  # (R',)
             if W > 1 or old_units is not None:  # width-1 units only move when units leave
                 tokens, pos_lp = tokens.index_select(0, order), pos_lp.index_select(0, order)
+                if align:
+                    attn = attn.index_select(0, order)
                 cache = model.reorder_cache(cache, order, old_units is not None)
                 # a unit's rows share one encoder output, so it only moves when units leave
                 if old_units is not None:
@@ -207,6 +220,12 @@ class SequenceGenerator:
             hyps.sort(key=lambda h: -h["score"])
             out.append(hyps[: cfg.nbest])
         return out
+
+    def _decode(self, model: Any, tokens: torch.Tensor, enc: Any, cache: Any, step: int):
+        """One ``decode_step`` -> logits ``(R, V)`` and, with print_alignment, the attention ``(R, S)``."""
+        if self.cfg.print_alignment:
+            return model.decode_step_attention(tokens, enc, cache, step, self.cfg.alignment_layer)
+        return model.decode_step(tokens, enc, cache, step), None
 
     def _log_probs(
         self, logits: torch.Tensor, tokens: torch.Tensor, step: int, row_max: torch.Tensor, min_unit_max: int
@@ -261,7 +280,7 @@ class SequenceGenerator:
         return hyp_tokens.cpu(), hyp_lp.cpu(), norm
 
     @staticmethod
-    def _record(hyps, units: List[int], finalized, unit_sent, unit_count, W: int) -> List[int]:
+    def _record(hyps, units: List[int], finalized, unit_sent, unit_count, W: int, attn=None, src_len=None) -> List[int]:
         """Keep each unit's first ``W`` ended hypotheses, in rank order; return the units now full.
 
         The only per-hypothesis loop of a step, over the eos candidates found at that step.
@@ -275,6 +294,9 @@ class SequenceGenerator:
             unit_count[u] = count + 1
             if count + 1 == W:
                 full.append(u)
+            sent = int(unit_sent[u])
             hyp = {"tokens": hyp_tokens[i], "score": norm[i], "positional_scores": hyp_lp[i]}
-            finalized[int(unit_sent[u])].append(hyp)
+            if attn is not None:
+                hyp["attention"] = attn[i, :, : int(src_len[sent])]  # (L, S_i)
+            finalized[sent].append(hyp)
         return full

@@ -13,7 +13,7 @@ import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from omegaconf import MISSING
@@ -38,13 +38,23 @@ class GenerateConfig:
     path: str = arg("", "checkpoint to load (model, dictionaries and tokenizer all come from it)")
     gen_subset: str = arg("test", "binarized split of task.data to translate (ignored with input=-)")
     input: str = arg("", "'-' reads raw text lines from stdin instead of a binarized split")
-    batch_size: int = arg(64, "sentences per batch")
-    max_tokens: int = arg(0, "also cap a batch's source tokens (0: no cap)")
+    batch_size: int = arg(64, "sentences per batch", ge=1)
+    max_tokens: int = arg(0, "also cap a batch's source tokens (0: no cap)", ge=0)
     buffer_size: int = arg(0, "with input=-, lines read before translating a chunk (0: 1 on a terminal, else "
-                              "batch_size x the batches searched at once)")
+                              "batch_size x the batches searched at once)", ge=0)
     inter_threads: int = arg(0, "batches searched at once on CPU, each on common.threads / inter_threads threads "
-                                "(0: 2 on >= 2 threads when batch_size x beam >= 64, else 1; sampling: 1)")
+                                "(0: 2 on >= 2 threads when batch_size x beam >= 64, else 1; sampling: 1)", ge=0)
     results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
+
+
+def hard_alignment(attention: torch.Tensor) -> List[Tuple[int, int]]:
+    """fairseq's hard alignment: for each target token but the final eos, the most attended source
+    token, eos excluded -> ``(source position, target position)`` pairs. ``attention`` ``(T, S)``."""
+    T, S = attention.shape
+    if T < 2 or S < 2:
+        return []
+    best = attention[: T - 1, : S - 1].argmax(dim=1).tolist()  # (T-1,)
+    return [(s, t) for t, s in enumerate(best)]
 
 
 def _merge_generation(cfg: GenerationConfig, overrides: Dict[str, Any]) -> GenerationConfig:
@@ -166,9 +176,16 @@ class Translator:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def hypothesis_text(self, hypo: Dict[str, Any]) -> Dict[str, Any]:
+        """Pieces, text, score and positional scores of a hypothesis; with print_alignment also its
+        ``attention`` ``(len(pieces) + 1, S)`` (rows: target pieces, then eos; columns: source
+        pieces, then eos) and the hard ``alignment`` pairs (source position, target position)."""
         pieces = self.task.pieces(hypo["tokens"])
-        return {"pieces": pieces, "text": self.task.detokenize(pieces), "score": float(hypo["score"]),
-                "positional_scores": hypo["positional_scores"].tolist()}
+        out = {"pieces": pieces, "text": self.task.detokenize(pieces), "score": float(hypo["score"]),
+               "positional_scores": hypo["positional_scores"].tolist()}
+        if "attention" in hypo:
+            out["attention"] = hypo["attention"]
+            out["alignment"] = hard_alignment(hypo["attention"])
+        return out
 
     def translate(self, sentences: Iterable[str], batch_size: int = 64) -> List[str]:
         """Best translation of each sentence, in input order."""

@@ -4,5 +4,6 @@ Every model is built as ``MODELS.build(cfg, src_dict, tgt_dict)``; encoder-decod
 :class:`seqkit.models.base.EncoderDecoderModel`.
 """
 
-from seqkit.models import transformer  # noqa: F401
+from seqkit.models import rnn, transformer  # noqa: F401
+from seqkit.models import convs2s  # noqa: F401
 from seqkit.models.base import EncoderDecoderModel  # noqa: F401

@@ -8,10 +8,12 @@ S source length, T target length, C model dim, V target vocabulary.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
+
+from seqkit.errors import SeqkitError
 
 EncoderOut = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
 Cache = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
@@ -46,6 +48,18 @@ class EncoderDecoderModel(nn.Module):
         Must equal ``decode(prefix, enc)[:, step]`` for the prefix fed so far; updates ``cache``.
         """
         raise TypeError(f"{type(self).__name__} must implement decode_step")
+
+    def decode_step_attention(
+        self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int, layer: Optional[int] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``decode_step`` that also returns this step's attention over the source ``(B, S)``: each
+        row sums to one over the sentence's non-pad source positions (alignments, heatmaps).
+
+        ``layer`` picks one decoder layer where several attend (None: the model's default, e.g. the
+        Transformer's last layer averaged over heads). Models without source attention raise.
+        """
+        raise SeqkitError(f"model {type(self).__name__} exposes no attention over the source "
+                          "(print_alignment and attention plots need one that does)")
 
     @staticmethod
     def reorder(state: Dict[str, torch.Tensor], new_order: torch.Tensor) -> Dict[str, torch.Tensor]:

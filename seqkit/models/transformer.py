@@ -28,23 +28,24 @@ from seqkit.registry import MODELS
 @dataclass
 class TransformerConfig:
     name: str = arg("transformer", "registry name of the model family")
-    encoder_layers: int = arg(6, "number of encoder layers")
-    decoder_layers: int = arg(6, "number of decoder layers")
-    embed_dim: int = arg(512, "model (embedding) dimension C")
-    ffn_dim: int = arg(2048, "inner dimension of the feed-forward blocks")
-    attention_heads: int = arg(8, "attention heads (embed_dim must be divisible by it)")
-    dropout: float = arg(0.1, "dropout on embeddings and residual branches")
-    attention_dropout: float = arg(0.0, "dropout on attention weights")
-    activation_dropout: float = arg(0.0, "dropout after the feed-forward activation")
-    activation: str = arg("relu", "feed-forward activation: relu or gelu")
+    encoder_layers: int = arg(6, "number of encoder layers", ge=1)
+    decoder_layers: int = arg(6, "number of decoder layers", ge=1)
+    embed_dim: int = arg(512, "model (embedding) dimension C", gt=0)
+    ffn_dim: int = arg(2048, "inner dimension of the feed-forward blocks", gt=0)
+    attention_heads: int = arg(8, "attention heads (embed_dim must be divisible by it)", ge=1)
+    dropout: float = arg(0.1, "dropout on embeddings and residual branches", ge=0, lt=1)
+    attention_dropout: float = arg(0.0, "dropout on attention weights", ge=0, lt=1)
+    activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
+    activation: str = arg("relu", "feed-forward activation: relu or gelu", choices=("relu", "gelu"))
     normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block) instead of post-norm")
     learned_positions: bool = arg(False, "learned position embeddings instead of sinusoids")
-    max_source_positions: int = arg(1024, "longest source (tokens, eos included)")
-    max_target_positions: int = arg(1024, "longest target (tokens, eos included)")
+    max_source_positions: int = arg(1024, "longest source (tokens, eos included)", gt=0)
+    max_target_positions: int = arg(1024, "longest target (tokens, eos included)", gt=0)
     share_all_embeddings: bool = arg(False, "one embedding matrix for source, target and output (needs a joined dictionary)")
     share_decoder_input_output_embed: bool = arg(True, "tie the decoder's input embedding and output projection")
     no_scale_embedding: bool = arg(False, "do not multiply embeddings by sqrt(embed_dim)")
-    layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex")
+    layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
+                               choices=("auto", "torch", "apex"))
 
 
 @MODELS.preset("transformer_base")
@@ -157,7 +158,7 @@ class TransformerModel(EncoderDecoderModel):
         x = self._embed_target(prev_output_tokens, 0)  # (B, T, C)
         mask = self._memory_mask(enc)
         for layer in self.decoder_layers:
-            x, _ = layer(x, mask, memory=enc["out"])
+            x, _, _ = layer(x, mask, memory=enc["out"])
         return self._output(x)  # (B, T, V)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
@@ -192,6 +193,19 @@ class TransformerModel(EncoderDecoderModel):
         return cache
 
     def decode_step(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int) -> torch.Tensor:
+        return self._decode_step(tokens, cache, step, None)[0]
+
+    def decode_step_attention(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int,
+                              layer: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Logits ``(B, V)`` and the cross-attention of decoder layer ``layer`` (None: the last),
+        averaged over heads ``(B, S)``."""
+        L = len(self.decoder_layers)
+        index = L - 1 if layer is None else layer
+        if not -L <= index < L:
+            raise SeqkitError(f"generation.alignment_layer={layer}: the model has {L} decoder layers")
+        return self._decode_step(tokens, cache, step, index % L)
+
+    def _decode_step(self, tokens: torch.Tensor, cache: Cache, step: int, attn_layer: Optional[int]):
         # enc is not read: init_cache put all this needs (cross keys/values, source mask) in the cache
         B = tokens.size(0)
         keep = cache[f"{STATIC}keep"]  # (G, S): G divides B, rows come in groups of B // G per sentence
@@ -200,9 +214,12 @@ class TransformerModel(EncoderDecoderModel):
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (G, 1, 1, S)
         order = cache.pop("order", None)  # (B,) row of the cached keys/values each row continues
         x = self._embed_target(tokens, step)  # (B, 1, C)
+        attn = None
         for i, layer in enumerate(self.decoder_layers):
             self_kv = (cache[f"{i}.k"], cache[f"{i}.v"]) if step > 0 else None
             cross_kv = (cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"])
-            x, (k, v) = layer(x, mask, cross_kv, self_kv, order)
+            x, (k, v), weights = layer(x, mask, cross_kv, self_kv, order, need_weights=i == attn_layer)
             cache[f"{i}.k"], cache[f"{i}.v"] = k, v  # (B, H, step + 1, D)
-        return self._output(x[:, 0])  # (B, V)
+            if weights is not None:
+                attn = weights[:, 0]  # (B, S)
+        return self._output(x[:, 0]), attn  # (B, V)

@@ -20,8 +20,8 @@ def _warmup(num_updates: int, warmup: int, init_lr: float, peak: float) -> float
 @dataclass
 class InverseSqrtConfig:
     name: str = arg("inverse_sqrt", "registry name")
-    warmup_updates: int = arg(4000, "linear warmup from warmup_init_lr to the peak lr over this many updates")
-    warmup_init_lr: float = arg(1e-7, "learning rate at update 0")
+    warmup_updates: int = arg(4000, "linear warmup from warmup_init_lr to the peak lr over this many updates", ge=0)
+    warmup_init_lr: float = arg(1e-7, "learning rate at update 0", ge=0)
 
 
 @LR_SCHEDULERS.register("inverse_sqrt", InverseSqrtConfig)
@@ -41,10 +41,10 @@ class InverseSqrtSchedule:
 @dataclass
 class CosineConfig:
     name: str = arg("cosine", "registry name")
-    warmup_updates: int = arg(0, "linear warmup updates")
-    warmup_init_lr: float = arg(0.0, "learning rate at update 0")
-    min_lr: float = arg(0.0, "learning rate at the end of the cosine")
-    period_updates: int = arg(0, "length of the cosine after warmup (0: optimization.max_update - warmup)")
+    warmup_updates: int = arg(0, "linear warmup updates", ge=0)
+    warmup_init_lr: float = arg(0.0, "learning rate at update 0", ge=0)
+    min_lr: float = arg(0.0, "learning rate at the end of the cosine", ge=0)
+    period_updates: int = arg(0, "length of the cosine after warmup (0: optimization.max_update - warmup)", ge=0)
 
 
 @LR_SCHEDULERS.register("cosine", CosineConfig)
@@ -66,10 +66,10 @@ class CosineSchedule:
 @dataclass
 class PolynomialDecayConfig:
     name: str = arg("polynomial_decay", "registry name")
-    warmup_updates: int = arg(0, "linear warmup updates")
-    end_learning_rate: float = arg(0.0, "learning rate reached at total_num_update")
-    power: float = arg(1.0, "decay exponent (1.0 = linear)")
-    total_num_update: int = arg(0, "update at which the decay ends (0: optimization.max_update)")
+    warmup_updates: int = arg(0, "linear warmup updates", ge=0)
+    end_learning_rate: float = arg(0.0, "learning rate reached at total_num_update", ge=0)
+    power: float = arg(1.0, "decay exponent (1.0 = linear)", gt=0)
+    total_num_update: int = arg(0, "update at which the decay ends (0: optimization.max_update)", ge=0)
 
 
 @LR_SCHEDULERS.register("polynomial_decay", PolynomialDecayConfig)
@@ -93,7 +93,7 @@ class PolynomialDecaySchedule:
 @dataclass
 class FixedConfig:
     name: str = arg("fixed", "registry name")
-    warmup_updates: int = arg(0, "linear warmup from 0 over this many updates, then constant")
+    warmup_updates: int = arg(0, "linear warmup from 0 over this many updates, then constant", ge=0)
 
 
 @LR_SCHEDULERS.register("fixed", FixedConfig)

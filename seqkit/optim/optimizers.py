@@ -15,34 +15,34 @@ from seqkit.registry import OPTIMIZERS
 
 log = logging.getLogger("seqkit.optim")
 
+IMPLS = ("auto", "apex", "fused", "foreach", "single")
+
 
 @dataclass
 class AdamConfig:
     name: str = arg("adam", "registry name")
-    lr: float = arg(5e-4, "peak learning rate (schedulers scale it)")
-    betas: List[float] = arg(help="Adam beta1, beta2", factory=lambda: [0.9, 0.98])
-    eps: float = arg(1e-8, "Adam epsilon")
-    weight_decay: float = arg(0.0, "L2 penalty added to the gradient (coupled, as in torch Adam)")
+    lr: float = arg(5e-4, "peak learning rate (schedulers scale it)", gt=0)
+    betas: List[float] = arg(help="Adam beta1, beta2", factory=lambda: [0.9, 0.98], ge=0, lt=1)
+    eps: float = arg(1e-8, "Adam epsilon", gt=0)
+    weight_decay: float = arg(0.0, "L2 penalty added to the gradient (coupled, as in torch Adam)", ge=0)
     impl: str = arg("auto", "auto (apex FusedAdam on GPU when importable, else torch fused on GPU, foreach on CPU), "
-                            "apex, fused, foreach or single (plain loop)")
+                            "apex, fused, foreach or single (plain loop)", choices=IMPLS)
 
 
 @dataclass
 class AdamWConfig(AdamConfig):
     name: str = arg("adamw", "registry name")
-    weight_decay: float = arg(0.01, "decoupled weight decay (Loshchilov & Hutter)")
+    weight_decay: float = arg(0.01, "decoupled weight decay (Loshchilov & Hutter)", ge=0)
 
 
 @dataclass
 class SGDConfig:
     name: str = arg("sgd", "registry name")
-    lr: float = arg(0.1, "peak learning rate (schedulers scale it)")
-    momentum: float = arg(0.0, "momentum factor")
+    lr: float = arg(0.1, "peak learning rate (schedulers scale it)", gt=0)
+    momentum: float = arg(0.0, "momentum factor", ge=0, lt=1)
     nesterov: bool = arg(False, "Nesterov momentum")
-    weight_decay: float = arg(0.0, "L2 penalty")
+    weight_decay: float = arg(0.0, "L2 penalty", ge=0)
 
-
-IMPLS = ("auto", "apex", "fused", "foreach", "single")
 
 
 def apex_fused_adam() -> Any:

@@ -28,9 +28,9 @@ class TranslationConfig:
     source_lang: Optional[str] = arg(None, "source language (default: from the data folder's preprocess.json)")
     target_lang: Optional[str] = arg(None, "target language (default: from preprocess.json)")
     eval_bleu: bool = arg(False, "also compute detokenized sacreBLEU on the valid set each validation (beam search)")
-    eval_bleu_beam: int = arg(5, "beam size for eval_bleu")
-    eval_bleu_max_sentences: int = arg(0, "translate only the first N valid sentences for eval_bleu (0: all)")
-    eval_bleu_batch_size: int = arg(64, "sentences per generation batch for eval_bleu")
+    eval_bleu_beam: int = arg(5, "beam size for eval_bleu", ge=1)
+    eval_bleu_max_sentences: int = arg(0, "translate only the first N valid sentences for eval_bleu (0: all)", ge=0)
+    eval_bleu_batch_size: int = arg(64, "sentences per generation batch for eval_bleu", ge=1)
 
 
 @TASKS.register("translation", TranslationConfig)

@@ -21,14 +21,15 @@ SPACE = "\u2581"  # sentencepiece's visible space, "▁"
 @dataclass
 class SentencePieceConfig:
     name: str = arg("sentencepiece_bpe", "registry name (sentencepiece_bpe or sentencepiece_unigram)")
-    vocab_size: int = arg(8000, "pieces in the model, <unk> included")
-    character_coverage: float = arg(1.0, "share of characters covered; the rarest rest map to <unk>")
-    max_sentence_length: int = arg(4192, "training lines longer than this many bytes are skipped")
-    input_sentence_size: int = arg(0, "train on a random sample of this many lines (0 = all)")
+    vocab_size: int = arg(8000, "pieces in the model, <unk> included", gt=0)
+    character_coverage: float = arg(1.0, "share of characters covered; the rarest rest map to <unk>", gt=0, le=1)
+    max_sentence_length: int = arg(4192, "training lines longer than this many bytes are skipped", gt=0)
+    input_sentence_size: int = arg(0, "train on a random sample of this many lines (0 = all)", ge=0)
     seed: int = arg(1, "random seed of the sampling above")
-    num_threads: int = arg(4, "training threads; part of the result for unigram, so fixed here")
+    num_threads: int = arg(4, "training threads; part of the result for unigram, so fixed here", ge=1)
     normalization_rule_name: str = arg(
-        "identity", "text normalization: identity keeps text exact (decode inverts encode), or nmt_nfkc"
+        "identity", "text normalization: identity keeps text exact (decode inverts encode), or nmt_nfkc",
+        choices=("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
     )
 
 

@@ -26,9 +26,9 @@ CONT = "##"  # marks a piece that continues a word
 @dataclass
 class WordPieceConfig:
     name: str = arg("wordpiece", "registry name")
-    vocab_size: int = arg(8000, "pieces to learn (every training character is kept even beyond it)")
-    min_frequency: int = arg(2, "a pair is merged only if seen at least this often")
-    max_input_chars_per_word: int = arg(100, "longer words become <unk>")
+    vocab_size: int = arg(8000, "pieces to learn (every training character is kept even beyond it)", gt=0)
+    min_frequency: int = arg(2, "a pair is merged only if seen at least this often", ge=1)
+    max_input_chars_per_word: int = arg(100, "longer words become <unk>", ge=1)
 
 
 def _merged(a: str, b: str) -> str:

@@ -21,7 +21,7 @@ from seqkit.training import checkpoints
 class AverageConfig:
     inputs: List[str] = arg(help="checkpoint files to average", factory=list)
     save_dir: str = arg("", "or: average the newest `last` checkpointN.pt files of this folder")
-    last: int = arg(5, "how many epoch checkpoints to take from save_dir")
+    last: int = arg(5, "how many epoch checkpoints to take from save_dir", ge=1)
     output: str = arg("", "where to write the averaged checkpoint")
 
 

@@ -13,31 +13,32 @@ from seqkit.dataclass_utils import arg
 
 @dataclass
 class DatasetConfig:
-    max_tokens: int = arg(4096, "token budget of a batch (sentences x longest, padding included)")
-    max_sentences: int = arg(0, "most sentences in a batch (0: no limit)")
+    max_tokens: int = arg(4096, "token budget of a batch (sentences x longest, padding included)", gt=0)
+    max_sentences: int = arg(0, "most sentences in a batch (0: no limit)", ge=0)
     train_subset: str = arg("train", "split to train on")
     valid_subset: str = arg("valid", "split to validate on (skipped if the data has none)")
-    max_tokens_valid: int = arg(0, "token budget for validation batches (0: max_tokens)")
+    max_tokens_valid: int = arg(0, "token budget for validation batches (0: max_tokens)", ge=0)
     skip_invalid_size_inputs: bool = arg(True, "skip (and count) training pairs longer than the model's positions; false: error")
 
 
 @dataclass
 class OptimizationConfig:
-    max_epoch: int = arg(0, "stop after this many epochs (0: no limit)")
-    max_update: int = arg(0, "stop after this many updates (0: no limit)")
-    stop_time_hours: float = arg(0.0, "stop after this much training time, in hours (0: no limit)")
-    update_freq: int = arg(1, "batches accumulated into one update (gradient accumulation)")
-    clip_norm: float = arg(0.0, "clip the global gradient norm to this (0: no clipping)")
-    patience: int = arg(-1, "early stopping: stop after this many validations without a new best (-1: off)")
-    max_bad_updates: int = arg(10, "stop when this many updates in a row had a non-finite loss or gradient (each is skipped)")
+    max_epoch: int = arg(0, "stop after this many epochs (0: no limit)", ge=0)
+    max_update: int = arg(0, "stop after this many updates (0: no limit)", ge=0)
+    stop_time_hours: float = arg(0.0, "stop after this much training time, in hours (0: no limit)", ge=0)
+    update_freq: int = arg(1, "batches accumulated into one update (gradient accumulation)", ge=1)
+    clip_norm: float = arg(0.0, "clip the global gradient norm to this (0: no clipping)", ge=0)
+    patience: int = arg(-1, "early stopping: stop after this many validations without a new best (-1: off)", ge=-1)
+    max_bad_updates: int = arg(10, "stop when this many updates in a row had a non-finite loss or gradient (each is skipped)",
+                               ge=1)
 
 
 @dataclass
 class CheckpointConfig:
     save_dir: str = arg("checkpoints", "folder for checkpoint_last.pt, checkpoint_best.pt, checkpointN.pt and logs")
-    save_interval: int = arg(1, "save every N epochs")
-    save_interval_updates: int = arg(0, "also save checkpoint_last every N updates (0: only at epoch ends)")
-    keep_last_epochs: int = arg(-1, "keep only the last N checkpointN.pt files (-1: keep all)")
+    save_interval: int = arg(1, "save every N epochs", ge=1)
+    save_interval_updates: int = arg(0, "also save checkpoint_last every N updates (0: only at epoch ends)", ge=0)
+    keep_last_epochs: int = arg(-1, "keep only the last N checkpointN.pt files (-1: keep all)", ge=-1)
     no_epoch_checkpoints: bool = arg(False, "only write checkpoint_last and checkpoint_best")
     no_save: bool = arg(False, "write no checkpoints at all")
     best_checkpoint_metric: str = arg("loss", "validation metric that picks checkpoint_best (loss, nll_loss, ppl, bleu)")
@@ -48,8 +49,9 @@ class CheckpointConfig:
 
 @dataclass
 class DistributedConfig:
-    strategy: str = arg("ddp", "ddp (DistributedDataParallel) or fsdp (fully sharded, for models that do not fit one device)")
-    timeout_minutes: float = arg(10.0, "collective timeout: a rank waiting longer than this on a failed peer fails")
+    strategy: str = arg("ddp", "ddp (DistributedDataParallel) or fsdp (fully sharded, for models that do not fit one device)",
+                         choices=("ddp", "fsdp"))
+    timeout_minutes: float = arg(10.0, "collective timeout: a rank waiting longer than this on a failed peer fails", gt=0)
 
 
 @dataclass

@@ -1,14 +1,17 @@
 """Meters and log output: a progress bar on a TTY (rank 0 only), otherwise clean line or JSON
-logs, plus a JSON-lines file of every logged record."""
+logs, plus a JSON-lines file of every logged record and, on request, TensorBoard event files."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
+import os
 import sys
 import time
 from typing import Any, Dict, Optional
+
+from seqkit.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
 
@@ -46,19 +49,33 @@ class Meter:
         return out
 
 
-class Progress:
-    """Writes records as a tqdm bar (TTY), ``key=value`` lines (simple) or JSON lines (json)."""
+def _summary_writer_class() -> type:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # torch.utils.tensorboard needs the tensorboard package
+        raise SeqkitError("common.tensorboard_logdir needs tensorboard: pip install 'seqkit[tensorboard]'") from None
+    return SummaryWriter
 
-    def __init__(self, fmt: str, log_file: Optional[str], enabled: bool):
+
+class Progress:
+    """Writes records as a tqdm bar (TTY), ``key=value`` lines (simple) or JSON lines (json).
+
+    With ``tensorboard_logdir``, train and valid records also go to TensorBoard as scalars against
+    the update number, in ``DIR/train`` and ``DIR/valid`` (fairseq's layout)."""
+
+    def __init__(self, fmt: str, log_file: Optional[str], enabled: bool, tensorboard_logdir: Optional[str] = None):
         if fmt == "auto":
             fmt = "tqdm" if sys.stderr.isatty() else "simple"
         if fmt not in ("tqdm", "simple", "json"):
-            from seqkit.errors import SeqkitError
-
             raise SeqkitError(f"unknown common.log_format {fmt!r}; valid: auto, tqdm, simple, json")
+        # checked on every rank, so a missing tensorboard stops all of them alike, before any update
+        writer_class = _summary_writer_class() if tensorboard_logdir else None
         self.fmt, self.enabled = fmt, enabled
         self._file = open(log_file, "a", encoding="utf-8") if (enabled and log_file) else None
         self._bar = None
+        self._tb_dir = os.path.expanduser(tensorboard_logdir) if (enabled and tensorboard_logdir) else None
+        self._tb_class = writer_class
+        self._tb_writers: Dict[str, Any] = {}  # tag -> SummaryWriter, opened at its first record
 
     def start_epoch(self, epoch: int, total: int, done: int) -> None:
         if self.enabled and self.fmt == "tqdm":
@@ -85,6 +102,8 @@ class Progress:
         if self._file is not None:
             self._file.write(json.dumps(rec) + "\n")
             self._file.flush()
+        if self._tb_dir is not None and tag in ("train", "valid") and "update" in stats:
+            self._tensorboard(tag, stats)
         if self.fmt == "json":
             print(json.dumps(rec), file=sys.stderr, flush=True)
             return
@@ -94,8 +113,25 @@ class Progress:
         else:
             log.info(line)
 
+    def _tensorboard(self, tag: str, stats: Dict[str, Any]) -> None:
+        writer = self._tb_writers.get(tag)
+        if writer is None:
+            writer = self._tb_writers[tag] = self._tb_class(os.path.join(self._tb_dir, tag))
+        step = int(stats["update"])
+        for key, value in stats.items():
+            if key == "update" or isinstance(value, bool):
+                continue
+            try:
+                writer.add_scalar(key, float(value), step)  # lr is logged as a string
+            except (TypeError, ValueError):
+                continue
+        writer.flush()  # readable by a running tensorboard at once, and nothing lost on a crash
+
     def close(self) -> None:
         self.end_epoch()
         if self._file is not None:
             self._file.close()
             self._file = None
+        for writer in self._tb_writers.values():
+            writer.close()
+        self._tb_writers = {}

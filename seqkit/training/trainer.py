@@ -257,7 +257,8 @@ class Trainer:
         log_file = os.path.join(cfg.checkpoint.save_dir, "train_log.jsonl")
         if self.dist.is_main:
             os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)
-        progress = Progress(cfg.common.log_format, log_file, enabled=self.dist.is_main)
+        progress = Progress(cfg.common.log_format, log_file, enabled=self.dist.is_main,
+                            tensorboard_logdir=cfg.common.tensorboard_logdir)
         last_valid: Optional[Dict[str, float]] = None
         stop = self._stop_reason()
         previous = self._catch_signals()

@@ -47,6 +47,15 @@ class MultiheadAttention(nn.Module):
         k, v = self.kv_proj(memory).chunk(2, dim=-1)
         return self._heads(k), self._heads(v)
 
+    def attention_weights(self, x: torch.Tensor, keys: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """Cross-attention weights of queries ``x`` ``(B, T, C)`` over ``keys`` ``(B, H, S, D)``,
+        averaged over heads -> ``(B, T, S)`` (for alignments: SDPA does not return its weights)."""
+        q = self._heads(self.q_proj(x))  # (B, H, T, D)
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * self.head_dim**-0.5  # (B, H, T, S)
+        if attn_mask is not None:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        return torch.softmax(scores.float(), dim=-1).mean(dim=1)
+
     def forward(
         self,
         x: torch.Tensor,

@@ -87,7 +87,8 @@ class DecoderLayer(nn.Module):
         self_kv: Optional[KV] = None,
         self_kv_order: Optional[torch.Tensor] = None,
         memory: Optional[torch.Tensor] = None,
-    ) -> Tuple[torch.Tensor, KV]:
+        need_weights: bool = False,
+    ) -> Tuple[torch.Tensor, KV, Optional[torch.Tensor]]:
         """``x`` ``(B, T, C)``. Training: ``self_kv`` None and causal attention over ``x``.
         Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values (of rows
         ``self_kv_order`` ``(B,)``, see :class:`MultiheadAttention`), returned extended by this step.
@@ -95,7 +96,8 @@ class DecoderLayer(nn.Module):
         ``cross_kv`` ``(G, H, S, D)`` may hold one row per group of ``B // G`` consecutive rows (the
         beams of one sentence, T = 1): each group then attends as ``B // G`` query positions. Without
         ``cross_kv`` they are projected from ``memory`` ``(B, S, C)`` here, inside this layer's forward
-        (where FSDP has the layer's weights gathered)."""
+        (where FSDP has the layer's weights gathered). With ``need_weights`` the cross-attention
+        weights averaged over heads ``(B, T, S)`` come third (else None)."""
         if cross_kv is None:
             cross_kv = self.cross_attn.project_kv(memory)
         y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv,
@@ -104,6 +106,10 @@ class DecoderLayer(nn.Module):
         B, T, C = x.shape
         G = cross_kv[0].size(0)
         # (G, B // G, C) when grouped: a group's keys/values are read once, not once per beam
-        y, _ = self.cross_attn(self.cross_res.pre(x).reshape(G, -1, C), attn_mask=memory_mask, kv=cross_kv)
+        query = self.cross_res.pre(x).reshape(G, -1, C)
+        y, _ = self.cross_attn(query, attn_mask=memory_mask, kv=cross_kv)
+        weights = None
+        if need_weights:
+            weights = self.cross_attn.attention_weights(query, cross_kv[0], memory_mask).view(B, T, -1)  # (B, T, S)
         x = self.cross_res.post(x, y.view(B, T, C))
-        return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x))), new_kv
+        return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x))), new_kv, weights

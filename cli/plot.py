@@ -1,0 +1,149 @@
+"""``seqkit-plot``: pictures of a model and its training (needs ``pip install 'seqkit[plot]'``).
+
+    seqkit-plot attention path=CK.pt sentence="Ein Hund rennt." [output=attention.png] [beam=5] [layer=N]
+    seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]
+
+The drawing lives in :mod:`seqkit.plot`; this module parses the command line and, for
+``attention``, translates the sentence with the checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import List, Optional, Sequence
+
+from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
+from seqkit.errors import SeqkitError
+from seqkit.plot import AttentionPlotConfig, CurvesPlotConfig
+
+PROG = "seqkit-plot"
+
+USAGES = {
+    "attention": 'seqkit-plot attention path=CHECKPOINT sentence="TEXT" [output=attention.png] [beam=5] [layer=N]',
+    "curves": "seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]",
+}
+DOCS = {
+    "attention": "translate one sentence and draw the decoder's attention over the source as a heatmap",
+    "curves": "draw train/valid loss, valid perplexity and loss against time of one or more runs' train_log.jsonl",
+}
+# values taken verbatim (a sentence may hold commas, quotes, brackets, ${...}): quoted for hydra
+FREE_TEXT = {"attention": ("path", "sentence", "output"), "curves": ("output",)}
+
+
+def usage() -> str:
+    lines = ["usage:"] + [f"  {u}" for u in USAGES.values()] + ["", "subcommands:"]
+    lines += [f"  {name:<10} {doc}" for name, doc in DOCS.items()]
+    lines += ["", "`seqkit-plot <subcommand> --help` lists its settings; "
+                  "matplotlib comes with pip install 'seqkit[plot]'."]
+    return "\n".join(lines)
+
+
+def _quote(text: str) -> str:
+    """``text`` as a hydra quoted string that composes back to exactly ``text``."""
+    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)  # hydra: only these backslashes escape
+    return "'" + text.replace("'", "\\'").replace("${", "\\${") + "'"
+
+
+def _overrides(command: str, argv: List[str]) -> List[str]:
+    """Quote free-text values; for ``curves``, plain arguments (no ``=``) become ``logs=[...]``."""
+    out: List[str] = []
+    logs: List[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        key, sep, value = a.partition("=")
+        if a in ("--config", "--cfg", "-c") and i + 1 < len(argv):
+            out += [a, argv[i + 1]]
+            i += 2
+            continue
+        if sep and key in FREE_TEXT[command]:
+            a = f"{key}={_quote(value)}"
+        elif not sep and not a.startswith("-") and command == "curves":
+            logs.append(a)
+            i += 1
+            continue
+        out.append(a)
+        i += 1
+    if logs:
+        if any(o.startswith("logs=") for o in out):
+            raise SeqkitError("give the log files as arguments or as logs=[...], not both")
+        out.append("logs=[" + ",".join(_quote(p) for p in logs) + "]")
+    return out
+
+
+def _config(command: str, schema: type, argv: List[str]) -> object:
+    from omegaconf import OmegaConf
+
+    builder = ConfigBuilder(f"plot_{command}", schema)
+    if any(a in ("-h", "--help") for a in argv):
+        print("\n".join([f"usage: {USAGES[command]}", "", DOCS[command] + ".", ""]
+                        + builder.help_text(f"{PROG} {command}").splitlines()[2:]))
+        raise SystemExit(0)
+    return OmegaConf.to_object(parse_argv(builder, _overrides(command, argv), f"{PROG} {command}"))
+
+
+def attention(argv: List[str]) -> None:
+    import logging
+
+    from seqkit.plot import require_matplotlib, write_attention
+
+    cfg: AttentionPlotConfig = _config("attention", AttentionPlotConfig, argv)
+    setup_logging()
+    if not cfg.path:
+        raise SeqkitError("path=CHECKPOINT is required")
+    if not cfg.sentence.strip():
+        raise SeqkitError('sentence="..." is required: the source sentence to translate')
+    require_matplotlib()  # before the checkpoint loads
+
+    from seqkit.generation.translator import Translator
+
+    t = Translator.from_checkpoint(cfg.path, print_alignment=True, alignment_layer=cfg.layer, beam=cfg.beam)
+    best = t.translate_nbest([cfg.sentence])[0][0]
+    # columns: the source pieces, then eos (which the dictionary's string() leaves out); rows: the
+    # hypothesis' pieces, then eos
+    src = t.task.pieces(t.task.encode_source(cfg.sentence), "src") + ["</s>"]
+    tgt = list(best["pieces"]) + ["</s>"]
+    weights = best["attention"].float().cpu().numpy()
+    width, height = write_attention(cfg.output, weights, src, tgt, best["text"])
+    logging.getLogger("seqkit.plot").info("wrote %s (%dx%d px): %d source x %d target pieces; %s",
+                                          cfg.output, width, height, len(src), len(tgt), best["text"])
+
+
+def curves(argv: List[str]) -> None:
+    import logging
+
+    from seqkit.plot import read_log, require_matplotlib, run_labels, write_curves
+
+    cfg: CurvesPlotConfig = _config("curves", CurvesPlotConfig, argv)
+    setup_logging()
+    if not cfg.logs:
+        raise SeqkitError("no logs given: seqkit-plot curves LOG.jsonl [LOG.jsonl ...]")
+    if cfg.labels and len(cfg.labels) != len(cfg.logs):
+        raise SeqkitError(f"labels= has {len(cfg.labels)} names for {len(cfg.logs)} logs")
+    require_matplotlib()
+    runs = [read_log(p) for p in cfg.logs]
+    labels = [str(x) for x in cfg.labels] or run_labels(cfg.logs)
+    width, height = write_curves(cfg.output, runs, labels)
+    logging.getLogger("seqkit.plot").info("wrote %s (%dx%d px): %d run(s)", cfg.output, width, height, len(runs))
+
+
+COMMANDS = {"attention": attention, "curves": curves}
+
+
+def plot(argv: Optional[Sequence[str]] = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        raise SystemExit(0 if args else 2)
+    if args[0] not in COMMANDS:
+        raise SeqkitError(f"unknown plot {args[0]!r}; valid: {', '.join(COMMANDS)} (see seqkit-plot --help)")
+    COMMANDS[args[0]](args[1:])
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    run_main(PROG, lambda: plot(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Every encoder-decoder family through the whole toolkit: the end-to-end shell test (preprocess ->
+train -> generate / stdin / alignments / sampling -> average -> score), exact resume, bf16
+autocast and torchrun, for the RNN and ConvS2S families (the Transformer's are in test_e2e.py,
+test_trainer.py and test_distributed.py)."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import seqkit
+from seqkit.cli.common import ConfigBuilder
+from seqkit.training.config import TrainConfig
+from seqkit.training.trainer import Trainer
+
+seqkit.import_builtin_components()
+SCRIPT = Path(__file__).parent / "e2e" / "translation.sh"
+SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+BIN = os.path.dirname(sys.executable)
+ENV = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""), OMP_NUM_THREADS="1")
+FAMILIES = ["lstm_tiny", "convs2s_tiny"]
+
+
+def _rows(text):
+    return [re.match(r"^([STHDPA])-(\d+)\t(.*)$", line).groups() for line in text.splitlines()]
+
+
+@pytest.mark.parametrize("model", FAMILIES)
+def test_end_to_end_shell(model, tmp_path, check_alignment_lines):
+    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), model], env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    bleu = [line for line in proc.stdout.splitlines() if line.startswith("BLEU = ")]
+    assert len(bleu) == 1 and SIGNATURE in bleu[0]
+    assert f"model {model.split('_')[0] if model.startswith('convs2s') else 'rnn'}:" in proc.stderr
+    n = len((tmp_path / "raw" / "test.de").read_text(encoding="utf-8").splitlines())
+    for name, kinds in (("gen.txt", "STHDP"), ("avg.txt", "STHDP"), ("align.txt", "STHDPA")):
+        rows = _rows((tmp_path / name).read_text(encoding="utf-8"))
+        assert [(k, int(i)) for k, i, _ in rows] == [(k, i) for i in range(n) for k in kinds], name
+    assert check_alignment_lines((tmp_path / "align.txt").read_text(encoding="utf-8")) == n
+    # alignment is an extra output: the hypotheses are the same with and without it
+    plain = [r for r in _rows((tmp_path / "gen.txt").read_text(encoding="utf-8")) if r[0] == "H"]
+    aligned = [r for r in _rows((tmp_path / "align.txt").read_text(encoding="utf-8")) if r[0] == "H"]
+    assert plain == aligned
+    samples = [r for r in _rows((tmp_path / "sample.txt").read_text(encoding="utf-8")) if r[0] == "H"]
+    assert len(samples) == 2 * n  # nbest 2 samples per sentence
+    stdin = _rows((tmp_path / "stdin.txt").read_text(encoding="utf-8"))
+    assert [k for k, _, _ in stdin] == list("SHDP" * 2)
+
+
+def make_cfg(data_dir, save_dir, model, *extra):
+    overrides = [f"task.data={data_dir}", f"checkpoint.save_dir={save_dir}", f"model={model}",
+                 "model.dropout=0.1", "dataset.max_tokens=200", "lr_scheduler.warmup_updates=5",
+                 "common.log_format=json", "common.threads=1", *extra]
+    return OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(overrides))
+
+
+@pytest.mark.parametrize("model", FAMILIES)
+def test_resume_is_bit_identical(model, toy_data, tmp_path):
+    _, data = toy_data
+    straight = Trainer(make_cfg(data, tmp_path / "a", model, "optimization.max_update=12"))
+    straight.run()
+    first = Trainer(make_cfg(data, tmp_path / "b", model, "optimization.max_update=5"))
+    first.run()
+    assert first.batch_offset > 0  # stopped inside an epoch
+    torch.manual_seed(12345)  # resuming must not depend on the RNG state it starts with
+    resumed = Trainer(make_cfg(data, tmp_path / "b", model, "optimization.max_update=12"))
+    resumed.run()
+    assert resumed.num_updates == straight.num_updates == 12
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("model", FAMILIES)
+def test_bf16_autocast_trains_like_fp32(model, toy_data, tmp_path):
+    """bf16 autocast: fp32 master weights, and the validation loss falls as it does in fp32."""
+    _, data = toy_data
+    ends = {}
+    for precision in ("fp32", "bf16"):
+        t = Trainer(make_cfg(data, tmp_path / precision, model, f"common.precision={precision}",
+                             "optimization.max_update=15", "optimizer.lr=1e-2", "lr_scheduler=fixed",
+                             "dataset.max_tokens=1024"))
+        start = t.validate()["loss"]
+        ends[precision] = t.run()["valid"]["loss"]
+        assert ends[precision] < 0.9 * start, (precision, start, ends[precision])
+    assert all(p.dtype == torch.float32 for p in t.model.parameters())
+    assert abs(ends["bf16"] - ends["fp32"]) < 0.1 * ends["fp32"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("model", FAMILIES)
+def test_torchrun_two_ranks_equal_one_rank_with_update_freq_2(model, toy_data, tmp_path):
+    _, data = toy_data
+    args = [os.path.join(BIN, "seqkit-train"), f"task.data={data}", f"model={model}", "model.dropout=0",
+            "dataset.max_tokens=200", "common.threads=1", "dataset.valid_subset=", "optimization.max_update=4"]
+    two = subprocess.run([os.path.join(BIN, "torchrun"), "--nproc_per_node=2", f"--master_port={_free_port()}",
+                          *args, f"checkpoint.save_dir={tmp_path / 'two'}"], env=ENV, capture_output=True, text=True,
+                         timeout=180)
+    one = subprocess.run([*args, f"checkpoint.save_dir={tmp_path / 'one'}", "optimization.update_freq=2"], env=ENV,
+                         capture_output=True, text=True, timeout=180)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert one.returncode == 0, one.stderr[-3000:]
+    a = torch.load(tmp_path / "two" / "checkpoint_last.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "one" / "checkpoint_last.pt", weights_only=True)["model"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5, msg=k)
