@@ -53,6 +53,18 @@ def test_end_to_end_shell(model, tmp_path, check_alignment_lines):
     assert len(samples) == 2 * n  # nbest 2 samples per sentence
     stdin = _rows((tmp_path / "stdin.txt").read_text(encoding="utf-8"))
     assert [k for k, _, _ in stdin] == list("SHDP" * 2)
+    # the Python API, with attention: one row per target piece and eos, one column per source piece and eos
+    from seqkit.generation.translator import Translator
+
+    t = Translator.from_checkpoint(str(tmp_path / "checkpoints" / "checkpoint_last.pt"), beam=2, max_len_b=20,
+                                   print_alignment=True)
+    sentence = "Der Hund spielt im Park."
+    best = t.translate_nbest([sentence])[0][0]
+    n_src = len(t.task.encode_source(sentence))
+    assert best["attention"].shape == (len(best["pieces"]) + 1, n_src)
+    torch.testing.assert_close(best["attention"].sum(1), torch.ones(len(best["pieces"]) + 1))
+    assert [tgt for _, tgt in best["alignment"]] == list(range(len(best["pieces"])))
+    assert t.translate([sentence]) == [best["text"]]
 
 
 def make_cfg(data_dir, save_dir, model, *extra):
@@ -79,11 +91,13 @@ def test_resume_is_bit_identical(model, toy_data, tmp_path):
 
 
 @pytest.mark.parametrize("model", FAMILIES)
-def test_bf16_autocast_trains_like_fp32(model, toy_data, tmp_path):
-    """bf16 autocast: fp32 master weights, and the validation loss falls as it does in fp32."""
+@pytest.mark.parametrize("reduced", ["bf16", "fp16"])
+def test_reduced_precision_trains_like_fp32(model, reduced, toy_data, tmp_path):
+    """bf16 autocast / fp16 autocast with loss scaling: fp32 master weights, and the validation
+    loss falls as it does in fp32."""
     _, data = toy_data
     ends = {}
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", reduced):
         t = Trainer(make_cfg(data, tmp_path / precision, model, f"common.precision={precision}",
                              "optimization.max_update=15", "optimizer.lr=1e-2", "lr_scheduler=fixed",
                              "dataset.max_tokens=1024"))
@@ -91,7 +105,7 @@ def test_bf16_autocast_trains_like_fp32(model, toy_data, tmp_path):
         ends[precision] = t.run()["valid"]["loss"]
         assert ends[precision] < 0.9 * start, (precision, start, ends[precision])
     assert all(p.dtype == torch.float32 for p in t.model.parameters())
-    assert abs(ends["bf16"] - ends["fp32"]) < 0.1 * ends["fp32"]
+    assert abs(ends[reduced] - ends["fp32"]) < 0.1 * ends["fp32"]
 
 
 def _free_port() -> int:
