@@ -211,12 +211,12 @@ class RNNModel(EncoderDecoderModel):
             enc["keys"] = self.attn_w(enc["memory"])  # (B, S, H): W m_j, so a step's score is one bmm
         elif cfg.attention == "additive":
             enc["keys"] = self.attn_key(enc["memory"])  # (B, S, A)
+        dirs = 2 if cfg.encoder_bidirectional else 1
+        # decoder layer i starts from encoder layer i (from the top one when the decoder is deeper)
+        pick = [min(i, cfg.encoder_layers - 1) for i in range(cfg.decoder_layers)]
         for name, state, bridge in zip(("h0", "c0"), final if self.lstm else (final,), self.bridge):
-            dirs = 2 if cfg.encoder_bidirectional else 1
             # (layers*dirs, B, He) -> (layers, B, dirs*He): both directions of each layer side by side
             state = state.view(cfg.encoder_layers, dirs, B, -1).permute(0, 2, 1, 3).reshape(cfg.encoder_layers, B, -1)
-            # decoder layer i starts from encoder layer i (from the top one when the decoder is deeper)
-            pick = [min(i, cfg.encoder_layers - 1) for i in range(cfg.decoder_layers)]
             enc[name] = torch.tanh(bridge(state[pick])).transpose(0, 1).contiguous()  # (B, L, H)
         return enc
 
