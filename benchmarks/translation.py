@@ -9,8 +9,8 @@ Reads Multi30k from $SEQKIT_DATA/multi30k or ../shared/data/multi30k (or --data)
 FLOP/s (matmul FLOPs of forward + backward over real tokens, attention included) divided by a
 matmul peak measured in this process at the same precision, so runs on noisy machines compare.
 The Transformer's FLOPs come from its formula over real tokens; other models' are counted by
-torch's FlopCounterMode on the same batches (3x the forward's matmuls and convolutions, padding
-included).
+torch's FlopCounterMode on the same batches (the matmuls and convolutions of a forward and a
+backward pass each, padding included).
 Without --checkpoint, generation uses the briefly trained benchmark model with output length
 capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only.
 """
@@ -76,14 +76,17 @@ def train_flops(cfg: TransformerConfig, vocab: int, src_lens: torch.Tensor, tgt_
 
 
 def counted_flops(model, crit, samples) -> float:
-    """Forward + backward FLOPs (3x the forward's) of ``samples``, counted by torch as they run."""
+    """Forward + backward FLOPs of ``samples``, counted by torch as they run (a backward after each
+    forward also frees its graph: forwards alone, with autograd on, kept every graph alive)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
+    with counter:
         for sample in samples:
-            crit(model, sample)
-    return 3.0 * counter.get_total_flops()
+            loss, _, _ = crit(model, sample)
+            loss.backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
 
 
 def main() -> None:

@@ -90,6 +90,10 @@ def _group_defaults(config_name: str) -> Dict[str, str]:
     return out
 
 
+# the subcommand whose groups hydra's (process-wide) ConfigStore holds now
+_store_holds: Optional[str] = None
+
+
 class ConfigBuilder:
     """Composes one subcommand's config from its schema dataclass and the command line."""
 
@@ -102,12 +106,20 @@ class ConfigBuilder:
     def _register(self) -> None:
         from hydra.core.config_store import ConfigStore
 
+        global _store_holds
         cs = ConfigStore.instance()
+        # hydra reads ``key=value`` as a group choice whenever a group ``key`` is stored, so another
+        # command's group (train's ``task``) would break this command's field of that name
+        # (preprocess's ``task=classification``) when both run in one process
+        for group in GROUPS:
+            if group not in self.defaults:
+                cs.repo.pop(group, None)
         cs.store(name=f"{self.config_name}_schema", node=self.schema)
         for group in self.defaults:
             for option, node in GROUPS[group].choices().items():
                 cs.store(group=group, name=option, node=node)
         self._registered = True
+        _store_holds = self.config_name
 
     def _group_choice(self, group: str, overrides: List[str]) -> str:
         choice = self.defaults[group]
@@ -150,7 +162,7 @@ class ConfigBuilder:
         from hydra.core.global_hydra import GlobalHydra
         from omegaconf import OmegaConf
 
-        if not self._registered:
+        if not self._registered or _store_holds != self.config_name:
             self._register()
         self.check(overrides)
         GlobalHydra.instance().clear()

@@ -1,6 +1,8 @@
 """``seqkit-generate``: translate a binarized split or raw stdin lines with a checkpoint and print
 fairseq's line format (S-, T-, H-, D-, P-, and A- with generation.print_alignment=true), ordered
-by sentence id."""
+by sentence id. A classification checkpoint prints S-/T-/L- lines (label and probability, top-k
+with ``topk=K``); a tagging checkpoint prints CoNLL columns (word, gold tag when known, predicted
+tag), which ``seqkit-score`` scores either way."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ import math
 import os
 import sys
 import time
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, TextIO, Union
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, TextIO, Union
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.errors import SeqkitError
+from seqkit.generation.load import load_for_inference
 from seqkit.generation.translator import GenerateConfig, Translator
 
 PROG = "seqkit-generate"
@@ -93,6 +96,83 @@ def _stdin_output(t: Translator, cfg: GenerateConfig, stream: Union[BinaryIO, Te
         yield from flush(chunk, next_id)
 
 
+# -- classification and tagging checkpoints ----------------------------------------------------------
+
+
+def format_labels(c: Any, sid: int, texts: Sequence[str], gold: Any, result: Dict[str, Any]) -> str:
+    """Classification: ``S-``, ``T-`` (gold, when known) and ``L-`` (label, probability, then the
+    next most probable labels) lines. Tagging: CoNLL lines ``word [gold] predicted`` and a blank line."""
+    if c.per_token:
+        rows = [f"{w} {g} {p}" if gold is not None else f"{w} {p}"
+                for w, g, p in zip(texts, gold or texts, result["tags"])]
+        return "\n".join(rows) + "\n\n"
+    lines = [f"S-{sid}\t" + "\t".join(texts)]
+    if gold is not None:
+        lines.append(f"T-{sid}\t{gold}")
+    lines.append(f"L-{sid}\t" + "\t".join(f"{label}\t{p:.4f}" for label, p in result["topk"]))
+    return "\n".join(lines) + "\n"
+
+
+def _label_split_output(c: Any, cfg: Any) -> Iterator[str]:
+    """Predictions for a binarized split, in example order, with the gold labels where stored."""
+    from seqkit.data.labelled_dataset import FIRST_TAG
+    from seqkit.io import read_all_lines
+
+    # a split without labels is predicted only (tagging loads its label stream anyway: the word starts)
+    with_target = not c.per_token and os.path.isfile(os.path.join(cfg.task.data, f"{cfg.gen_subset}.label.idx"))
+    ds = c.task.load_dataset(cfg.gen_subset, with_target=with_target)
+    text_path = os.path.join(cfg.task.data, f"{cfg.gen_subset}.text.txt")
+    sources = [ds.src[i].tolist() for i in range(len(ds))]
+    if os.path.isfile(text_path):
+        texts = [tuple(line.split(" ") if c.per_token else line.split("\t")) for line in read_all_lines(text_path)]
+    else:  # older folders: the pieces stand in for the words
+        texts = [tuple(c.task.src_dict.string(s)) for s in sources]
+    if len(texts) != len(ds):
+        raise SeqkitError(f"{text_path} has {len(texts)} lines but the split has {len(ds)} examples")
+    starts = [ds.word_starts(i).tolist() for i in range(len(ds))] if c.per_token else None
+    results = c.predict_ids(sources, starts, cfg.batch_size, cfg.topk)
+    for i, r in enumerate(results):
+        gold = None
+        if ds.labels is not None:
+            stored = ds.labels[i].tolist()
+            if c.per_token:
+                tags = [v - FIRST_TAG for v in stored if v >= FIRST_TAG - 1]
+                gold = [c.labels[t] for t in tags] if all(t >= 0 for t in tags) else None
+                if len(texts[i]) != len(r["tags"]):
+                    raise SeqkitError(f"{text_path}:{i + 1}: {len(texts[i])} words but {len(r['tags'])} word starts")
+            else:
+                gold = c.labels[stored[0]]
+        yield format_labels(c, i, texts[i], gold, r)
+
+
+def _label_stdin_output(c: Any, cfg: Any, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
+    """Predictions for raw lines: a sentence, ``first<TAB>second`` for pairs, or the words of a
+    sentence to tag; ``buffer_size`` (or ``batch_size``) lines at a time."""
+    interactive = hasattr(stream, "isatty") and stream.isatty()
+    buffer_size = cfg.buffer_size or (1 if interactive else cfg.batch_size)
+    next_id, chunk = 0, []
+
+    def flush(lines: List[str], first_id: int) -> Iterator[str]:
+        ids, starts, texts = c.encode(lines)
+        results = c.predict_ids(ids, starts if c.per_token else None, cfg.batch_size, cfg.topk)
+        for i, (t, r) in enumerate(zip(texts, results)):
+            yield format_labels(c, first_id + i, t, None, r)
+
+    for lineno, raw in enumerate(stream, 1):
+        try:
+            line = (raw if isinstance(raw, str) else raw.decode("utf-8")).rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise SeqkitError(f"stdin line {lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+        if not line.strip():
+            raise SeqkitError(f"stdin line {lineno}: empty line")
+        chunk.append(line)
+        if len(chunk) >= buffer_size:
+            yield from flush(chunk, next_id)
+            next_id, chunk = next_id + len(chunk), []
+    if chunk:
+        yield from flush(chunk, next_id)
+
+
 def generate(argv: Optional[List[str]] = None) -> None:
     import logging
 
@@ -115,16 +195,27 @@ def generate(argv: Optional[List[str]] = None) -> None:
     device = dist.device
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
-    t = Translator.from_checkpoint(cfg.path, device=str(device), precision=cfg.common.precision,
-                                   gen_cfg=cfg.generation, task_overrides={"data": cfg.task.data},
-                                   inter_threads=cfg.inter_threads)
+    task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
+    labelling = getattr(task, "model_kind", "seq2seq") in ("classifier", "tagger")
+    if labelling:
+        from seqkit.generation.classifier import Classifier
+
+        t: Any = Classifier(task, model.to(device), device, cfg.common.precision)
+    else:
+        t = Translator(task, model.to(device), cfg.generation, device, cfg.common.precision, cfg.inter_threads)
     t0 = time.perf_counter()
     n = 0
-    if cfg.input == "-":
-        # bytes, decoded here, so bad UTF-8 is one clear error whatever the locale
-        source = _stdin_output(t, cfg, getattr(sys.stdin, "buffer", sys.stdin))
-    elif cfg.input:
+    # stdin is read as bytes, decoded here, so bad UTF-8 is one clear error whatever the locale
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)
+    if cfg.input and cfg.input != "-":
         raise SeqkitError(f"input={cfg.input!r}: only '-' (stdin) is supported; binarized data uses gen_subset")
+    if labelling:
+        if dist.world_size > 1 and not dist.is_main:  # prediction is one forward pass: rank 0 does it
+            distributed.cleanup()
+            return
+        source = _label_stdin_output(t, cfg, stdin) if cfg.input == "-" else _label_split_output(t, cfg)
+    elif cfg.input == "-":
+        source = _stdin_output(t, cfg, stdin)
     else:
         source = _split_output(t, cfg, dist)
     if not dist.is_main:
@@ -147,6 +238,10 @@ def generate(argv: Optional[List[str]] = None) -> None:
             n += 1
     distributed.cleanup()
     secs = time.perf_counter() - t0
+    if labelling:
+        log.info("%s %d %s in %.1fs (%.1f sentences/s)", "tagged" if t.per_token else "classified", n,
+                 "sentences" if t.per_token else "examples", secs, n / max(secs, 1e-9))
+        return
     g = t.gen_cfg
     log.info("translated %d sentences in %.1fs (%.1f sentences/s), beam %d, lenpen %g, %d process(es)", n, secs,
              n / max(secs, 1e-9), g.beam, g.lenpen, dist.world_size)

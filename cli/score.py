@@ -1,7 +1,8 @@
 """``seqkit-score hyp=FILE ref=FILE [metrics=[bleu,chrf,ter]] ...``: sacreBLEU scores with signatures.
 
 ``hyp`` may be ``seqkit-generate`` output; then the D- lines are scored and, without ``ref=``,
-the T- lines are the references. See :mod:`seqkit.scoring`.
+the T- lines are the references. Classification output (L- lines) and CoNLL tagging columns
+are scored with accuracy/macro-F1/MCC and conlleval's entity F1. See :mod:`seqkit.scoring`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Raw parallel text -> tokenizer(s), dictionaries and memory-mapped id arrays (``seqkit-preprocess``).
 
+(``task=classification`` and ``task=tagging`` are handled in :mod:`seqkit.preprocess_labelled`.)
+
 Steps: read and check every input (files exist, UTF-8, source/target line counts agree), train
 the tokenizer on the training text, count pieces of the training split, build the
 dictionaries, then binarize every split in ``workers`` processes (contiguous chunks, one shard
@@ -36,8 +38,14 @@ from seqkit.tokenizers import Tokenizer, load_tokenizer
 log = logging.getLogger("seqkit.preprocess")
 
 
+TASKS = ("translation", "classification", "tagging")
+
+
 @dataclass
 class PreprocessConfig:
+    task: str = arg("translation", "translation (parallel text files {pref}.{lang}), classification (TSV with a "
+                                   "header, or {pref}.input0[/1] + {pref}.label) or tagging (CoNLL columns)",
+                    choices=TASKS)
     source_lang: Optional[str] = arg(None, "source language suffix: files are {pref}.{source_lang}[.gz]")
     target_lang: Optional[str] = arg(None, "target language suffix; empty/null = one-language mode")
     trainpref: Optional[str] = arg(None, "training files prefix (required)")
@@ -53,6 +61,12 @@ class PreprocessConfig:
     overwrite: bool = arg(False, "replace a non-empty destdir")
     skip_empty: bool = arg(True, "drop training pairs with an empty side (valid/test keep them)")
     tokenizer: Any = arg(MISSING, "tokenizer config, filled by the hydra `tokenizer` group (tokenizer=NAME)")
+    # classification / tagging only (translation ignores them)
+    text_columns: Any = arg(help="classification: TSV column(s) holding the text: text_columns=sentence or "
+                                 "text_columns=[sentence1,sentence2] for pairs", factory=lambda: ["sentence"])
+    label_column: str = arg("label", "classification: TSV column holding the label (a split without it is unlabelled)")
+    word_column: int = arg(0, "tagging: CoNLL column holding the word (negative: from the end)")
+    tag_column: int = arg(-1, "tagging: CoNLL column holding the tag (negative: from the end)")
 
 
 # ---------------------------------------------------------------------------------------- inputs
@@ -254,13 +268,17 @@ def _binarize(
 def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
     """Run every step; returns the stats (also logged, and saved in ``preprocess.json``)."""
     t_start = time.perf_counter()
-    langs = _check_config(cfg)
+    langs = _check_config(cfg) if cfg.task == "translation" else []
     tok_cfg = tokenizer_config(cfg.tokenizer)  # a bad tokenizer config fails before any reading
     dest = os.path.abspath(cfg.destdir)
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise SeqkitError(f"destdir {dest} exists and is not a folder")
     if os.path.isdir(dest) and os.listdir(dest) and not cfg.overwrite:  # fail before the long part
         raise SeqkitError(f"output folder {dest} exists and is not empty (pass overwrite=true to replace it)")
+    if cfg.task != "translation":
+        from seqkit.preprocess_labelled import preprocess_labelled
+
+        return preprocess_labelled(cfg, tok_cfg, dest)
 
     data = read_inputs(cfg, langs)
     n_lines = sum(len(lines) for sides in data.values() for lines in sides.values())

@@ -71,6 +71,11 @@ class Registry:
             raise SeqkitError(f"unknown {self.kind} {name!r}; valid: {valid}")
         return self._configs[name]
 
+    def builder(self, name: str) -> Callable:
+        """The builder (usually a class) registered as component ``name`` (not a preset name)."""
+        self.config_class(name)  # raises the listing error
+        return self._builders[name]
+
     def make_config(self, values: Dict[str, Any]) -> Any:
         """Typed config from a plain dict (e.g. a checkpoint's); unknown keys and values out of
         their range are errors."""

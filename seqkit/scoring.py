@@ -13,6 +13,10 @@ references are the ``T-`` lines.
 
     from seqkit.scoring import corpus_scores
     corpus_scores(["The cat sat."], [["The cat sat down."]])   # refs: one list per reference set
+
+Classification output (``L-<id>`` lines) and CoNLL tagging output are recognised too, or chosen
+with ``task=``, and scored by :mod:`seqkit.scoring_labels` (accuracy, macro-F1, MCC; conlleval
+entity F1): those metrics are not sacreBLEU's, and their lines say which definition they follow.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.io import read_all_lines
+from seqkit.scoring_labels import TASKS, detect_task, score_classification, score_tagging
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +49,10 @@ _ANY_GEN_LINE = re.compile(r"^[A-Z]-\d+\t")
 class ScoreConfig:
     """``seqkit-score``: sacreBLEU scores of a hypothesis file against one or more references."""
 
-    hyp: str = arg("", "hypothesis file: one detokenized sentence per line, or seqkit-generate output; - = stdin")
+    hyp: str = arg("", "hypothesis file: one detokenized sentence per line, seqkit-generate output, or CoNLL "
+                       "tagging columns; - = stdin")
+    task: str = arg("auto", "what hyp holds: auto (recognise it), translation, classification (L- lines) or "
+                            "tagging (CoNLL columns)", choices=TASKS)
     # ref and metrics are Any, not List[str], so that both ref=a.txt and ref=[a.txt,b.txt] pass
     # hydra's type check; __post_init__ makes them lists.
     ref: Any = arg(help="reference file(s): ref=a.txt or ref=[a.txt,b.txt]; empty = T- lines of generate output",
@@ -58,6 +66,8 @@ class ScoreConfig:
     sentence_level: bool = arg(False, "also report a score per sentence")
     output_format: str = arg("text", "text (one line per metric) or json (one JSON object per metric per line)",
                              choices=OUTPUT_FORMATS)
+    label_column: str = arg("label", "classification: the gold-label column of a ref=FILE TSV with a header")
+    positive_label: str = arg("1", "classification with two labels: the label whose F1 is reported as f1 (GLUE MRPC)")
 
     def __post_init__(self) -> None:
         self.ref = as_list(self.ref)
@@ -251,7 +261,8 @@ def score_files(cfg: ScoreConfig) -> List[Dict[str, Any]]:
     """Read ``cfg.hyp`` and ``cfg.ref`` (or the T- lines of generate output) and score them.
 
     Results are as from :func:`corpus_scores`; with ``sentence_level`` each also has
-    ``sentence_ids`` (the generate ids, or 0-based line numbers of a plain file).
+    ``sentence_ids`` (the generate ids, or 0-based line numbers of a plain file). Classification
+    and tagging output (``cfg.task``, or recognised) are scored by :mod:`seqkit.scoring_labels`.
     """
     refs_paths = as_list(cfg.ref)
     _check_options(as_list(cfg.metrics), cfg.tokenize, cfg.output_format)
@@ -263,6 +274,17 @@ def score_files(cfg: ScoreConfig) -> List[Dict[str, Any]]:
     lines = read_text_lines(cfg.hyp)
     if not lines:
         raise SeqkitError(f"hypothesis file {hyp_name} is empty")
+    task = detect_task(lines, hyp_name) if cfg.task == "auto" else cfg.task
+    if task not in TASKS:
+        raise SeqkitError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+    if task in ("classification", "tagging"):
+        # metrics, tokenize, lowercase, tok_lc_bleu and sentence_level are translation options
+        if len(refs_paths) > 1:
+            raise SeqkitError(f"{task} takes one reference file, got {len(refs_paths)}")
+        ref = (_display(refs_paths[0]), read_text_lines(refs_paths[0])) if refs_paths else None
+        if task == "tagging":
+            return score_tagging(lines, hyp_name, ref)
+        return score_classification(lines, hyp_name, ref, cfg.label_column, str(cfg.positive_label))
 
     targets: Optional[Dict[int, str]] = None
     if is_generate_output(lines):
@@ -310,7 +332,7 @@ def score_files(cfg: ScoreConfig) -> List[Dict[str, Any]]:
 
 
 def _json_record(result: Dict[str, Any]) -> Dict[str, Any]:
-    out = {k: v for k, v in result.items() if k != "text"}
+    out = {k: v for k, v in result.items() if k not in ("text", "table")}
     out["score"] = round(out["score"], 4)  # 100.00000000000004 -> 100.0
     if "sentence_scores" in out:
         out["sentence_scores"] = [round(x, 4) for x in out["sentence_scores"]]
@@ -324,6 +346,8 @@ def format_results(results: List[Dict[str, Any]], output_format: str = "text") -
     if output_format != "text":
         raise SeqkitError(f"unknown output_format {output_format!r}; valid: {', '.join(OUTPUT_FORMATS)}")
     lines = [r["text"] for r in results]
+    for r in results:
+        lines += r.get("table", [])  # e.g. conlleval's per-type scores, tab-separated
     per_sentence = [r for r in results if "sentence_scores" in r]
     if per_sentence:
         # a tab-separated table after the corpus scores: easy to sort/cut/paste

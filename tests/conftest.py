@@ -1,11 +1,15 @@
 """Shared fixtures: a tiny binarized toy corpus, and running a CLI's ``main`` in-process."""
 
+import os
 import re
 import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 import pytest
+
+# shared helper modules beside the tests (label_fixtures.py) import by plain name
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # a logging line as seqkit.cli.common.setup_logging formats it
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| ")

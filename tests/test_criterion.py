@@ -1,5 +1,7 @@
 """Label-smoothed NLL: the hand-written backward against autograd, padding ignored."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -54,11 +56,12 @@ def test_criteria_sum_over_real_tokens():
     logits = torch.randn(2, 3, 6)
     target = torch.tensor([[4, 5, 2], [4, 2, 0]])  # pad = 0 in the last position
     sample = {"net_input": {"src_tokens": None, "src_lengths": None, "prev_output_tokens": None}, "target": target}
-    ce_loss, n, log = CrossEntropyCriterion(CrossEntropyConfig(), pad=0)(Constant(logits), sample)
+    ce_loss, n, log = CrossEntropyCriterion(CrossEntropyConfig(), SimpleNamespace(ignore_index=0))(Constant(logits), sample)
     assert n == 5 and log["ntokens"] == 5 and log["nsentences"] == 2
     expected = -logits.log_softmax(-1).gather(2, target[..., None]).squeeze(-1)[target.ne(0)].sum()
     assert ce_loss.item() == pytest.approx(expected.item(), rel=1e-6)
-    ls_loss, _, log = LabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyConfig(label_smoothing=0.1), pad=0)(
+    ls_loss, _, log = LabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyConfig(label_smoothing=0.1),
+                                                                 SimpleNamespace(ignore_index=0))(
         Constant(logits), sample)
     assert log["nll_loss"] == pytest.approx(expected.item(), rel=1e-6)
     assert ls_loss.item() > ce_loss.item()

@@ -1,4 +1,11 @@
-"""Token-level cross-entropy, plain and label-smoothed (Szegedy et al., 2016)."""
+"""Cross-entropy, plain and label-smoothed (Szegedy et al., 2016), for every task.
+
+A criterion is built as ``Criterion(cfg, task)``. It calls ``model(**sample["net_input"])`` and
+scores the logits ``(..., V)`` against ``sample["target"]`` ``(...)``, skipping targets equal to
+``task.ignore_index`` (translation: padding; classification/tagging: unlabelled positions). Where
+the task counts metrics (``task.count_metrics(logits, sample)``: accuracy, F1, ...), the counts go
+into the logging output, to be summed and turned into metrics by the task's ``reduce_metrics``.
+"""
 
 from __future__ import annotations
 
@@ -57,47 +64,53 @@ class SmoothedNLL(torch.autograd.Function):
         return grad.to(ctx.dtype), None, None, None
 
 
-def smoothed_nll(model: Any, sample: Dict[str, Any], pad: int, eps: float) -> Tuple[torch.Tensor, torch.Tensor, int]:
-    """Summed (label-smoothed) loss and NLL over the non-pad target tokens, and their count."""
-    net_input = sample["net_input"]
-    logits = model(net_input["src_tokens"], net_input["src_lengths"], net_input["prev_output_tokens"])  # (B, T, V)
-    target = sample["target"].reshape(-1)  # (B*T,)
-    keep = target.ne(pad)
+def smoothed_nll(model: Any, sample: Dict[str, Any], ignore_index: int,
+                 eps: float) -> Tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:
+    """Summed (label-smoothed) loss and NLL over the scored targets, their count, and the logits."""
+    logits = model(**sample["net_input"])  # (B, T, V) translation/tagging, (B, K) classification
+    target = sample["target"].reshape(-1)  # (N,)
+    keep = target.ne(ignore_index)
     # all positions go through the log-softmax: batches are sorted by target length so padding is
     # rare, and boolean-indexing the (B, T, V) logits would cost a scatter of the same size in backward
-    loss, nll = SmoothedNLL.apply(logits.reshape(-1, logits.size(-1)), target, keep.float(), eps)
-    return loss.sum(), nll.sum(), int(keep.sum())
+    safe = target if ignore_index >= 0 else target.clamp(min=0)  # gather needs a valid index everywhere
+    loss, nll = SmoothedNLL.apply(logits.reshape(-1, logits.size(-1)), safe, keep.float(), eps)
+    return loss.sum(), nll.sum(), int(keep.sum()), logits
 
 
-def _logging(loss: torch.Tensor, nll: torch.Tensor, sample: Dict[str, Any], ntokens: int) -> Dict[str, float]:
-    return {
+def _logging(task: Any, loss: torch.Tensor, nll: torch.Tensor, sample: Dict[str, Any], ntokens: int,
+             logits: torch.Tensor) -> Dict[str, float]:
+    out = {
         "loss": float(loss.detach()),
         "nll_loss": float(nll.detach()),
-        "ntokens": ntokens,
+        "ntokens": int(sample.get("ntokens", ntokens)),  # throughput; equals sample_size for translation
         "nsentences": int(sample["target"].size(0)),
         "sample_size": ntokens,
     }
+    count = getattr(task, "count_metrics", None)
+    if count is not None:
+        out.update(count(logits, sample))
+    return out
 
 
 @CRITERIA.register("cross_entropy", CrossEntropyConfig)
 class CrossEntropyCriterion:
     """Summed negative log-likelihood of the target tokens."""
 
-    def __init__(self, cfg: CrossEntropyConfig, pad: int):
-        self.cfg, self.pad = cfg, pad
+    def __init__(self, cfg: CrossEntropyConfig, task: Any):
+        self.cfg, self.task = cfg, task
 
     def __call__(self, model: Any, sample: Dict[str, Any]) -> Tuple[torch.Tensor, int, Dict[str, float]]:
-        loss, nll, ntokens = smoothed_nll(model, sample, self.pad, 0.0)
-        return loss, ntokens, _logging(loss, nll, sample, ntokens)
+        loss, nll, ntokens, logits = smoothed_nll(model, sample, self.task.ignore_index, 0.0)
+        return loss, ntokens, _logging(self.task, loss, nll, sample, ntokens, logits)
 
 
 @CRITERIA.register("label_smoothed_cross_entropy", LabelSmoothedCrossEntropyConfig)
 class LabelSmoothedCrossEntropyCriterion:
     """(1 - eps - eps_i) * nll + eps_i * sum_v(-log p_v), eps_i = eps / (V - 1), as in fairseq."""
 
-    def __init__(self, cfg: LabelSmoothedCrossEntropyConfig, pad: int):
-        self.cfg, self.pad = cfg, pad
+    def __init__(self, cfg: LabelSmoothedCrossEntropyConfig, task: Any):
+        self.cfg, self.task = cfg, task
 
     def __call__(self, model: Any, sample: Dict[str, Any]) -> Tuple[torch.Tensor, int, Dict[str, float]]:
-        loss, nll, ntokens = smoothed_nll(model, sample, self.pad, self.cfg.label_smoothing)
-        return loss, ntokens, _logging(loss, nll, sample, ntokens)
+        loss, nll, ntokens, logits = smoothed_nll(model, sample, self.task.ignore_index, self.cfg.label_smoothing)
+        return loss, ntokens, _logging(self.task, loss, nll, sample, ntokens, logits)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,8 +23,8 @@ from seqkit.data.pair_dataset import collate_raw
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig
+from seqkit.generation.load import load_for_inference
 from seqkit.generation.search import SequenceGenerator
-from seqkit.registry import MODELS, TASKS
 
 log = logging.getLogger("seqkit.generate")
 
@@ -45,6 +44,7 @@ class GenerateConfig:
     inter_threads: int = arg(0, "batches searched at once on CPU, each on common.threads / inter_threads threads "
                                 "(0: 2 on >= 2 threads when batch_size x beam >= 64, else 1; sampling: 1)", ge=0)
     results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
+    topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all", ge=1)
 
 
 def hard_alignment(attention: torch.Tensor) -> List[Tuple[int, int]]:
@@ -95,24 +95,9 @@ class Translator:
                         gen_cfg: Optional[GenerationConfig] = None, task_overrides: Optional[Dict[str, Any]] = None,
                         inter_threads: int = 0, **generation: Any) -> "Translator":
         """Build everything from one checkpoint; keyword arguments override GenerationConfig fields."""
-        import seqkit
-        from seqkit.training import checkpoints
-
-        seqkit.import_builtin_components()
-        state = checkpoints.load(path)
-        cfg = state["cfg"]
-        user_dir = cfg.get("common", {}).get("user_dir")
-        if user_dir and os.path.isdir(user_dir):  # the run's plugins, as fairseq re-imports them
-            from seqkit.plugins import import_user_dir
-
-            import_user_dir(user_dir)
-        task_values = {**cfg["task"], **(task_overrides or {})}
-        task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
-        model = task.build_model(MODELS.make_config(cfg["model"]))
-        try:
-            model.load_state_dict(state["model"])
-        except RuntimeError as e:
-            raise SeqkitError(f"{path}: weights do not fit the model it describes ({str(e).splitlines()[0]})") from None
+        task, model = load_for_inference(path, task_overrides)
+        if getattr(task, "model_kind", "seq2seq") != "seq2seq":
+            raise SeqkitError(f"{path} holds a {task.model_kind} model: use seqkit.generation.Classifier")
         dev = torch.device(device)
         gen_cfg = _merge_generation(gen_cfg or GenerationConfig(), generation)
         return cls(task, model.to(dev), gen_cfg, dev, precision, inter_threads)

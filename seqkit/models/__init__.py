@@ -1,9 +1,10 @@
 """Models: one file per family, registered in ``seqkit.registry.MODELS`` with named presets.
 
-Every model is built as ``MODELS.build(cfg, src_dict, tgt_dict)``; encoder-decoder models follow
-:class:`seqkit.models.base.EncoderDecoderModel`.
+Each model class has a ``kind`` (``seq2seq``, ``classifier``, ``tagger``) that fixes how a task
+builds and calls it; :mod:`seqkit.models.base` describes each interface.
 """
 
 from seqkit.models import rnn, transformer  # noqa: F401
 from seqkit.models import convs2s  # noqa: F401
-from seqkit.models.base import EncoderDecoderModel  # noqa: F401
+from seqkit.models import bilstm, cbow, kim_cnn, transformer_encoder  # noqa: F401
+from seqkit.models.base import EncoderClassifierModel, EncoderDecoderModel  # noqa: F401

@@ -1,4 +1,15 @@
-"""The interface every encoder-decoder model offers the trainer and the generator.
+"""The interfaces models offer the tasks, the trainer and the generator, one per model kind.
+
+Every model class has a ``kind``; a task accepts the kinds it can train and names the models of
+those kinds when given another (``task=classification model=transformer`` is one clear error):
+
+- ``seq2seq`` (:class:`EncoderDecoderModel`): built as ``Model(cfg, src_dict, tgt_dict)``; used by
+  translation.
+- ``classifier`` and ``tagger`` (:class:`EncoderClassifierModel`): built as
+  ``Model(cfg, src_dict, num_labels)``; ``forward(src_tokens, src_lengths, segments=None)`` gives
+  logits ``(B, K)`` (one label per sentence) or ``(B, S, K)`` (one per input position).
+
+The rest of this docstring is about encoder-decoder models.
 
 The trainer calls ``forward``; the generator calls ``encode`` once, then ``decode_step`` once per
 output position with a cache the model owns, reordering encoder output and cache as beams are
@@ -14,6 +25,7 @@ import torch
 from torch import nn
 
 from seqkit.errors import SeqkitError
+from seqkit.registry import MODELS
 
 EncoderOut = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
 Cache = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
@@ -24,6 +36,8 @@ STATIC = "static:"
 
 class EncoderDecoderModel(nn.Module):
     """Base class: subclasses implement ``encode``, ``decode`` and ``decode_step``."""
+
+    kind = "seq2seq"
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, prev_output_tokens: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``(B, T, V)`` for ``prev_output_tokens`` ``(B, T)``."""
@@ -75,3 +89,34 @@ class EncoderDecoderModel(nn.Module):
     def max_positions(self) -> Tuple[int, int]:
         """Longest source and target (in tokens, eos included) the model accepts."""
         return (1 << 30, 1 << 30)
+
+
+class EncoderClassifierModel(nn.Module):
+    """Base class of sentence classifiers (``kind = "classifier"``) and token taggers (``"tagger"``).
+
+    Input layout (see :mod:`seqkit.tasks.classification`): ``src_tokens`` ``(B, S)`` right-padded
+    with ``src_dict.pad()``, each row ``<s> a ... </s>`` or, for a sentence pair,
+    ``<s> a ... </s> b ... </s>``; ``segments`` ``(B, S)`` is 0 up to and including the first
+    ``</s>`` and 1 after it (None for single sentences; padding positions hold 0).
+    """
+
+    kind = "classifier"
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits ``(B, K)`` for a classifier, ``(B, S, K)`` for a tagger."""
+        raise TypeError(f"{type(self).__name__} must implement forward")
+
+    def max_positions(self) -> Tuple[int, int]:
+        """Longest input (tokens, ``<s>``/``</s>`` included) the model accepts, and a placeholder
+        for the target side so the trainer treats every task alike."""
+        return (1 << 30, 1 << 30)
+
+
+def check_model_kind(model_name: str, kind: str, task_name: str) -> None:
+    """One clear error when registered model ``model_name`` is not of the ``kind`` a task trains."""
+    have = getattr(MODELS.builder(model_name), "kind", "seq2seq")  # (plugins written before kinds)
+    if have != kind:
+        names = [n for n, c in MODELS.choices().items() if getattr(MODELS.builder(c.name), "kind", "seq2seq") == kind]
+        raise SeqkitError(f"model {model_name!r} is a {have} model; task {task_name} trains {kind} models: "
+                          f"{', '.join(names)}")

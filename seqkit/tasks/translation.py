@@ -15,6 +15,7 @@ from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.pair_dataset import LanguagePairDataset
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
+from seqkit.models.base import check_model_kind
 from seqkit.registry import CRITERIA, MODELS, TASKS
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
@@ -37,6 +38,8 @@ class TranslationConfig:
 class TranslationTask:
     """Dictionaries and tokenizer come from the data folder (training) or a checkpoint (inference)."""
 
+    model_kind = "seq2seq"
+
     def __init__(self, cfg: TranslationConfig, state: Optional[Dict[str, Any]] = None):
         self.cfg = cfg
         if state is None:
@@ -46,6 +49,7 @@ class TranslationTask:
         self.tgt_dict = Dictionary.from_state_dict(state["tgt_dict"])
         self._tokenizer_states = {"src": state.get("src_tokenizer"), "tgt": state.get("tgt_tokenizer")}
         self._tokenizers: Dict[str, Tokenizer] = {}
+        self.ignore_index = self.tgt_dict.pad()  # criteria skip padded target positions
 
     @staticmethod
     def _read_data_folder(cfg: TranslationConfig) -> Dict[str, Any]:
@@ -54,6 +58,10 @@ class TranslationTask:
             raise SeqkitError(f"{cfg.data} is not a seqkit-preprocess output folder (no preprocess.json)")
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
+        made_for = meta.get("task", "translation")
+        if made_for != "translation":  # e.g. seqkit-train without task=classification (translation is the default)
+            raise SeqkitError(f"{cfg.data} was preprocessed for task {made_for}, not translation (seqkit-train "
+                              f"task={made_for} ...)")
         src = cfg.source_lang or meta.get("source_lang")
         tgt = cfg.target_lang or meta.get("target_lang")
         if not src or not tgt:
@@ -97,10 +105,11 @@ class TranslationTask:
 
     # -- components -----------------------------------------------------------------------------
     def build_model(self, model_cfg: Any) -> torch.nn.Module:
+        check_model_kind(model_cfg.name, self.model_kind, "translation")
         return MODELS.build(model_cfg, self.src_dict, self.tgt_dict)
 
     def build_criterion(self, criterion_cfg: Any) -> Callable:
-        return CRITERIA.build(criterion_cfg, self.tgt_dict.pad())
+        return CRITERIA.build(criterion_cfg, self)
 
     # -- text <-> ids ------------------------------------------------------------------------------
     def tokenizer(self, side: str) -> Optional[Tokenizer]:
@@ -121,6 +130,10 @@ class TranslationTask:
         return tok.decode(pieces) if tok is not None else " ".join(pieces)
 
     # -- validation extras -------------------------------------------------------------------------
+    def metric_names(self) -> List[str]:
+        """What validation reports (any can be ``checkpoint.best_checkpoint_metric``)."""
+        return ["loss", "nll_loss", "ppl"] + (["bleu"] if self.cfg.eval_bleu else [])
+
     def valid_metrics(self, model: Any, dataset: LanguagePairDataset, make_generator: Callable) -> Dict[str, float]:
         """Detokenized sacreBLEU of beam search on ``dataset`` when ``eval_bleu`` (else nothing)."""
         if not self.cfg.eval_bleu:

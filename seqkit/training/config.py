@@ -41,8 +41,10 @@ class CheckpointConfig:
     keep_last_epochs: int = arg(-1, "keep only the last N checkpointN.pt files (-1: keep all)", ge=-1)
     no_epoch_checkpoints: bool = arg(False, "only write checkpoint_last and checkpoint_best")
     no_save: bool = arg(False, "write no checkpoints at all")
-    best_checkpoint_metric: str = arg("loss", "validation metric that picks checkpoint_best (loss, nll_loss, ppl, bleu)")
-    maximize_best_checkpoint_metric: bool = arg(False, "higher is better for best_checkpoint_metric (true for bleu)")
+    best_checkpoint_metric: str = arg("loss", "validation metric that picks checkpoint_best: loss, nll_loss, ppl; "
+                                         "translation: bleu (task.eval_bleu); classification: accuracy, macro_f1, mcc, f1; "
+                                         "tagging: f1, precision, recall, accuracy")
+    maximize_best_checkpoint_metric: bool = arg(False, "higher is better for best_checkpoint_metric (true for bleu, accuracy, f1, ...)")
     reset: bool = arg(False, "ignore an existing checkpoint_last and start from scratch")
     restore_file: Optional[str] = arg(None, "initialize the model from this checkpoint's weights (fine-tuning; optimizer state not loaded)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -53,6 +53,15 @@ def all_reduce_sum(values: List[float], info: DistInfo) -> List[float]:
     t = torch.tensor(values, dtype=torch.float64, device=info.device)
     dist.all_reduce(t)
     return t.tolist()
+
+
+def union_keys(sums: Dict[str, float], info: DistInfo) -> List[str]:
+    """The sorted union of every rank's keys, so all ranks reduce the same list in the same order."""
+    if info.world_size == 1:
+        return sorted(sums)
+    gathered: List[Any] = [None] * info.world_size
+    dist.all_gather_object(gathered, sorted(sums))
+    return sorted(set().union(*gathered))
 
 
 def cleanup() -> None:

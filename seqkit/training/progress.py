@@ -19,7 +19,9 @@ LN2 = math.log(2)
 
 
 class Meter:
-    """Sums of criterion logging outputs over an interval; losses reported per token in base 2."""
+    """Sums of criterion logging outputs over an interval; losses reported per scored target
+    (``sample_size``: target tokens, sentences or tagged words) in base 2; ``tokens_per_s`` counts
+    ``ntokens`` (target tokens for translation, input tokens for classification and tagging)."""
 
     def __init__(self) -> None:
         self.reset()
@@ -41,7 +43,7 @@ class Meter:
         if "loss" in s:
             out["loss"] = round(s["loss"] / size / LN2, 3)
         if "nll_loss" in s:
-            nll = s["nll_loss"] / ntok / LN2
+            nll = s["nll_loss"] / size / LN2
             out["nll_loss"] = round(nll, 3)
             out["ppl"] = round(2 ** min(nll, 60.0), 2)
         elapsed = max(time.perf_counter() - self.start, 1e-9)

@@ -41,6 +41,10 @@ class Trainer:
         self.task = TASKS.build(cfg.task)
         self.model = self.task.build_model(cfg.model).to(self.device)
         self.criterion = self.task.build_criterion(cfg.criterion)
+        metric, names = cfg.checkpoint.best_checkpoint_metric, getattr(self.task, "metric_names", None)
+        if names is not None and metric not in names():  # fail now, not after the first epoch
+            raise SeqkitError(f"checkpoint.best_checkpoint_metric={metric!r} is not computed by task "
+                              f"{cfg.task.name}; valid: {', '.join(names())}")
         c = cfg.common
         self.precision = Precision(c.precision, self.device, c.fp16_init_loss_scale, c.fp16_scale_window,
                                    c.fp16_min_loss_scale)
@@ -150,7 +154,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         # dividing by the update's total sample size (all batches, all ranks) makes the gradient a
         # per-token mean however the update is split; DDP/FSDP average over ranks, hence * world_size
-        total = all_reduce_sum([float(sum(s["ntokens"] for s in samples))], self.dist)[0]
+        # (sample_size: the scored targets where they differ from the tokens, e.g. one label a sentence)
+        total = all_reduce_sum([float(sum(s.get("sample_size", s["ntokens"]) for s in samples))], self.dist)[0]
         scale = self.dist.world_size / max(total, 1.0)
         logs: Dict[str, float] = {}
         for i, sample in enumerate(samples):
@@ -219,13 +224,20 @@ class Trainer:
             with self.precision.autocast():
                 _, _, logging_output = self.criterion(self.model, sample)
             meter.add(logging_output)
-        keys = ["loss", "nll_loss", "ntokens", "sample_size"]
+        # every logged count is summed over batches and ranks (a rank with no batch adds zeros)
+        keys = distributed.union_keys(meter.sums, self.dist)
         meter.sums = dict(zip(keys, all_reduce_sum([meter.sums.get(k, 0.0) for k in keys], self.dist)))
         stats = {k: v for k, v in meter.summary().items() if k != "tokens_per_s"}
+        stats.update(self._task_metrics(meter.sums))
         if self.dist.is_main and self.make_generator is not None:
             with self.precision.autocast():
                 stats.update(self.task.valid_metrics(self.model, dataset, self.make_generator))
         return stats
+
+    def _task_metrics(self, sums: Dict[str, float]) -> Dict[str, float]:
+        """Metrics the task derives from summed counts (accuracy, F1, ...); none for translation."""
+        reduce = getattr(self.task, "reduce_metrics", None)
+        return reduce(sums) if reduce is not None else {}
 
     def _is_better(self, value: float) -> bool:
         if self.best is None:
@@ -326,7 +338,7 @@ class Trainer:
             self.train_seconds += time.perf_counter() - t0
             meter.add({k: v for k, v in logs.items() if k not in ("gnorm", "lr", "stepped")})
             meter.updates += 1
-            stats = {**meter.summary(), "lr": f"{logs['lr']:.3g}"}
+            stats = {**meter.summary(), **self._task_metrics(meter.sums), "lr": f"{logs['lr']:.3g}"}
             progress.step(stats)
             if self.num_updates % cfg.common.log_interval == 0:
                 progress.record("train", {"epoch": self.epoch, "update": self.num_updates, **stats,

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# GLUE RTE (sentence pairs, entailment / not_entailment): find (or download) the TSV files,
+# learn a small sentencepiece BPE on the training pairs, binarize as <s> premise </s> hypothesis </s>.
+#   bash prepare.sh [OUT_DIR]        (default: ./data-bin next to this script)
+# Uses $SEQKIT_DATA/glue_rte or ../shared/data/glue_rte when present, else downloads GLUE's RTE.zip.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-$here/data-bin}"
+vocab="${VOCAB:-4000}"
+repo_root="$(cd "$here/../../.." && pwd)"
+
+src=""
+for cand in "${SEQKIT_DATA:-}/glue_rte" "$repo_root/../shared/data/glue_rte"; do
+  if [[ -f "$cand/train.tsv" ]]; then src="$cand"; break; fi
+done
+if [[ -z "$src" ]]; then
+  src="$here/raw/RTE"
+  if [[ ! -f "$src/train.tsv" ]]; then
+    mkdir -p "$here/raw"
+    curl -fsSL -o "$here/raw/RTE.zip" https://dl.fbaipublicfiles.com/glue/data/RTE.zip
+    (cd "$here/raw" && unzip -q -o RTE.zip)
+  fi
+fi
+echo "rte raw files: $src" >&2
+
+seqkit-preprocess task=classification 'text_columns=[sentence1,sentence2]' label_column=label \
+  trainpref="$src/train.tsv" validpref="$src/dev.tsv" testpref="$src/test.tsv" \
+  destdir="$out" overwrite=true tokenizer=sentencepiece_bpe tokenizer.vocab_size="$vocab"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SST-2 (GLUE): find (or download) the TSV files and binarize them, word-level as in the papers.
+#   bash prepare.sh [OUT_DIR]        (default: ./data-bin next to this script)
+# Uses $SEQKIT_DATA/sst2 or ../shared/data/sst2 when present, else downloads GLUE's SST-2.zip
+# into ./raw. The test split has no labels (GLUE keeps them): it is binarized for prediction only.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-$here/data-bin}"
+repo_root="$(cd "$here/../../.." && pwd)"
+
+src=""
+for cand in "${SEQKIT_DATA:-}/sst2" "$repo_root/../shared/data/sst2"; do
+  if [[ -f "$cand/train.tsv" ]]; then src="$cand"; break; fi
+done
+if [[ -z "$src" ]]; then
+  src="$here/raw/SST-2"
+  if [[ ! -f "$src/train.tsv" ]]; then
+    mkdir -p "$here/raw"
+    curl -fsSL -o "$here/raw/SST-2.zip" https://dl.fbaipublicfiles.com/glue/data/SST-2.zip
+    (cd "$here/raw" && unzip -q -o SST-2.zip)
+  fi
+fi
+echo "sst2 raw files: $src" >&2
+
+# the sentences are already lower-cased and tokenized: a word vocabulary (space tokenizer) keeps
+# every word of the 67k training phrases (14.8k types)
+seqkit-preprocess task=classification text_columns=sentence label_column=label \
+  trainpref="$src/train.tsv" validpref="$src/dev.tsv" testpref="$src/test.tsv" \
+  destdir="$out" overwrite=true tokenizer=space

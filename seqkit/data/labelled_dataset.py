@@ -1,0 +1,92 @@
+"""Sentences (or sentence pairs) with a label each, or with a tag per word, and their collation.
+
+Stored by ``seqkit-preprocess task=classification|tagging`` as memory-mapped arrays:
+
+- ``{split}.input``: ``<s> a ... </s>`` or, for pairs, ``<s> a ... </s> b ... </s>`` (``<s>`` is the
+  [CLS] position, ``</s>`` the [SEP]).
+- ``{split}.label`` (absent for a split without labels):
+  classification: one id per sentence (the line number in ``dict.label.txt``);
+  tagging: one value per input position: 0 = not the first piece of a word (or ``<s>``/``</s>``),
+  1 = the first piece of a word whose tag is unknown (a split to predict), 2 + k = first piece of a
+  word tagged with label k. The loss and the metrics only see first pieces.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.indexed_dataset import IndexedDataset
+from seqkit.data.pair_dataset import LanguagePairDataset, pad_right
+
+IGNORE = -1  # target value of positions (or sentences) without a label: skipped by loss and metrics
+NOT_A_WORD_START, UNLABELLED_WORD_START, FIRST_TAG = 0, 1, 2
+
+
+def segments_of(src_tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
+    """``(B, S)`` segment ids: 0 up to and including the first ``</s>``, 1 after it, 0 on padding."""
+    is_eos = src_tokens.eq(eos).long()
+    after_first = (is_eos.cumsum(dim=1) - is_eos).gt(0)  # strictly after the first </s>
+    return (after_first & src_tokens.ne(pad)).long()
+
+
+def tag_targets(stored: torch.Tensor) -> torch.Tensor:
+    """Stored per-position tag values -> targets: label ids at tagged word starts, else IGNORE."""
+    t = stored.long() - FIRST_TAG
+    return t.masked_fill(t < 0, IGNORE)
+
+
+class LabelledDataset(LanguagePairDataset):
+    """Inputs and optional labels; batching (``batches``, ``too_long``) is the translation
+    dataset's with no target side."""
+
+    def __init__(self, inputs: IndexedDataset, labels: Optional[IndexedDataset], src_dict: Dictionary,
+                 per_token: bool, pairs: bool):
+        super().__init__(inputs, None, src_dict, src_dict)
+        if labels is not None and len(labels) != len(inputs):
+            raise ValueError(f"{len(inputs)} inputs but {len(labels)} labels")
+        self.labels, self.per_token, self.pairs = labels, per_token, pairs
+
+    def word_starts(self, i: int) -> torch.Tensor:
+        """Positions of the first pieces of example ``i``'s words (tagging)."""
+        if self.labels is None:
+            raise ValueError("word starts are stored with the labels; this split has none")
+        return torch.nonzero(self.labels[i] >= UNLABELLED_WORD_START).squeeze(1)
+
+    def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
+        """A batch: ``src_tokens`` ``(B, S)``, ``src_lengths`` ``(B,)``, ``segments`` ``(B, S)`` for
+        pairs; ``ntokens``, the input tokens; with labels, ``target`` ``(B,)`` or ``(B, S)`` (IGNORE
+        where nothing is scored) and ``sample_size``, the number of scored targets."""
+        indices = [int(i) for i in indices]
+        src = [self.src[i] for i in indices]
+        d = self.src_dict
+        tokens = pad_right(src, d.pad())
+        net_input: Dict[str, torch.Tensor] = {
+            "src_tokens": tokens,
+            "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),
+        }
+        if self.pairs:
+            net_input["segments"] = segments_of(tokens, d.eos(), d.pad())
+        sample: Dict[str, Any] = {"id": torch.tensor(indices, dtype=torch.long), "net_input": net_input,
+                                  "nsentences": len(indices)}
+        if self.labels is not None:
+            if self.per_token:
+                stored = pad_right([self.labels[i] for i in indices], NOT_A_WORD_START)
+                target = tag_targets(stored)
+            else:
+                target = torch.tensor([int(self.labels[i][0]) for i in indices], dtype=torch.long)
+            sample["target"] = target
+            sample["sample_size"] = int(target.ne(IGNORE).sum())  # the loss is a sum over these
+        sample["ntokens"] = int(tokens.ne(d.pad()).sum())  # input tokens: the throughput figure
+        return sample
+
+
+def collate_inputs(token_lists: List[List[int]], src_dict: Dictionary, pairs: bool) -> Dict[str, torch.Tensor]:
+    """``net_input`` for raw examples already encoded with ``<s>``/``</s>`` (prediction)."""
+    tokens = pad_right([torch.tensor(t, dtype=torch.long) for t in token_lists], src_dict.pad())
+    out = {"src_tokens": tokens, "src_lengths": torch.tensor([len(t) for t in token_lists], dtype=torch.long)}
+    if pairs:
+        out["segments"] = segments_of(tokens, src_dict.eos(), src_dict.pad())
+    return out

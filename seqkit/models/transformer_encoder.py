@@ -1,0 +1,205 @@
+"""Transformer encoder (BERT-style embeddings) with a sentence-classification or a tagging head.
+
+Shapes: B batch, S input length, C embed_dim, K labels.
+
+Encoder: ``scale * token + position (+ segment)`` embeddings -> LayerNorm -> dropout -> L encoder
+layers (post-norm, or pre-norm with a final LayerNorm) -> ``(B, S, C)``. ``scale`` is sqrt(C)
+unless ``no_scale_embedding``. Segment (token-type) embeddings tell a pair's two sentences apart;
+a single sentence (``segments=None``) gets type 0 everywhere, as BERT gives it.
+
+Classifier head: the ``<s>`` position's output -> dense + tanh (BERT's pooler) -> dropout ->
+linear K. Tagger head: each position's output -> dropout -> linear K.
+
+Parameters are ``encoder.*`` and ``head.*`` so that an encoder pretrained elsewhere (masked LM)
+loads into ``encoder`` and only the head starts from scratch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.models.base import EncoderClassifierModel
+from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.norm import layer_norm
+from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.transformer_layers import EncoderLayer
+from seqkit.registry import MODELS
+
+
+@dataclass
+class TransformerEncoderConfig:
+    """Fields of the shared encoder; each model's config sets its name."""
+
+    name: str = arg("", "registry name of the model")
+    encoder_layers: int = arg(4, "number of encoder layers", ge=1)
+    embed_dim: int = arg(256, "model (embedding) dimension C", gt=0)
+    ffn_dim: int = arg(1024, "inner dimension of the feed-forward blocks", gt=0)
+    attention_heads: int = arg(4, "attention heads (embed_dim must be divisible by it)", ge=1)
+    dropout: float = arg(0.1, "dropout on embeddings, residual branches and in the head", ge=0, lt=1)
+    attention_dropout: float = arg(0.1, "dropout on attention weights", ge=0, lt=1)
+    activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
+    activation: str = arg("gelu", "feed-forward activation: relu or gelu", choices=("relu", "gelu"))
+    normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block, one after the last) instead of post-norm")
+    learned_positions: bool = arg(True, "learned position embeddings instead of sinusoids")
+    max_positions: int = arg(512, "longest input (tokens, <s> and </s> included)", gt=0)
+    num_segments: int = arg(2, "segment (token-type) embeddings; 0: none (then segments must not be given)", ge=0)
+    no_scale_embedding: bool = arg(False, "do not multiply token embeddings by sqrt(embed_dim)")
+    embed_layer_norm: bool = arg(True, "LayerNorm on the summed embeddings (BERT)")
+    layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
+                               choices=("auto", "torch", "apex"))
+
+
+@dataclass
+class TransformerClassifierConfig(TransformerEncoderConfig):
+    name: str = arg("transformer_classifier", "registry name of the model")
+
+
+@dataclass
+class TransformerTaggerConfig(TransformerEncoderConfig):
+    name: str = arg("transformer_tagger", "registry name of the model")
+
+
+@MODELS.preset("transformer_classifier_small")
+def transformer_classifier_small() -> TransformerClassifierConfig:
+    """4 layers, d 256, ffn 1024, 4 heads, GELU, learned positions up to 512, dropout 0.1."""
+    return TransformerClassifierConfig()
+
+
+@MODELS.preset("transformer_classifier_tiny")
+def transformer_classifier_tiny() -> TransformerClassifierConfig:
+    """For tests and CPU smoke runs: 2 layers, d 32, ffn 64, 4 heads, up to 64 positions."""
+    return dataclasses.replace(transformer_classifier_small(), encoder_layers=2, embed_dim=32, ffn_dim=64, attention_heads=4,
+                               max_positions=64)
+
+
+@MODELS.preset("transformer_tagger_small")
+def transformer_tagger_small() -> TransformerTaggerConfig:
+    """transformer_classifier_small's encoder with a per-position head."""
+    return TransformerTaggerConfig()
+
+
+@MODELS.preset("transformer_tagger_tiny")
+def transformer_tagger_tiny() -> TransformerTaggerConfig:
+    """For tests and CPU smoke runs: 2 layers, d 32, ffn 64, 4 heads, up to 64 positions."""
+    return dataclasses.replace(transformer_tagger_small(), encoder_layers=2, embed_dim=32, ffn_dim=64, attention_heads=4,
+                               max_positions=64)
+
+
+class TransformerEncoder(nn.Module):
+    """``forward(src_tokens, segments)`` -> outputs ``(B, S, C)`` (garbage at pads: mask them)."""
+
+    def __init__(self, cfg: TransformerEncoderConfig, src_dict: Dictionary):
+        super().__init__()
+        C, self.pad, self.cfg = cfg.embed_dim, src_dict.pad(), cfg
+        self.embed_tokens = nn.Embedding(len(src_dict), C, padding_idx=self.pad)
+        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=C**-0.5)
+        with torch.no_grad():
+            self.embed_tokens.weight[self.pad].zero_()
+        self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(C)
+        self.embed_positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
+        self.embed_segments = nn.Embedding(cfg.num_segments, C) if cfg.num_segments else None
+        if self.embed_segments is not None:
+            nn.init.normal_(self.embed_segments.weight, mean=0.0, std=C**-0.5)
+        self.embed_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.embed_layer_norm else nn.Identity()
+        self.layers = nn.ModuleList(
+            EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
+                         cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
+            for _ in range(cfg.encoder_layers))
+        # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
+        self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
+
+    def forward(self, src_tokens: torch.Tensor, segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        cfg = self.cfg
+        S = src_tokens.size(1)
+        if S > cfg.max_positions:
+            raise SeqkitError(f"input of {S} tokens exceeds model.max_positions={cfg.max_positions}")
+        x = self.embed_scale * self.embed_tokens(src_tokens) + self.embed_positions(S)  # (B, S, C)
+        if self.embed_segments is not None:
+            x = x + (self.embed_segments.weight[0] if segments is None else self.embed_segments(segments))
+        elif segments is not None:
+            raise SeqkitError("this model has no segment embeddings (model.num_segments=0) but got segments")
+        x = dropout(self.embed_norm(x), cfg.dropout, self.training)
+        keep = src_tokens.ne(self.pad)  # (B, S)
+        # a batch without padding needs no mask, which lets SDPA take its fastest path
+        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.final_norm(x)  # (B, S, C)
+
+
+def _linear(n_in: int, n_out: int) -> nn.Linear:
+    lin = nn.Linear(n_in, n_out)
+    nn.init.xavier_uniform_(lin.weight)
+    nn.init.zeros_(lin.bias)
+    return lin
+
+
+class PoolerHead(nn.Module):
+    """``<s>``'s output ``(B, C)`` -> dense + tanh -> dropout -> linear K."""
+
+    def __init__(self, dim: int, num_labels: int, p: float):
+        super().__init__()
+        self.dense, self.out, self.p = _linear(dim, dim), _linear(dim, num_labels), p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(dropout(torch.tanh(self.dense(x)), self.p, self.training))
+
+
+class TokenHead(nn.Module):
+    """Each position's output ``(B, S, C)`` -> dropout -> linear K."""
+
+    def __init__(self, dim: int, num_labels: int, p: float):
+        super().__init__()
+        self.out, self.p = _linear(dim, num_labels), p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(dropout(x, self.p, self.training))
+
+
+@MODELS.register("transformer_classifier", TransformerClassifierConfig)
+class TransformerClassifier(EncoderClassifierModel):
+    """Transformer encoder, pooled at ``<s>`` -> logits ``(B, K)``."""
+
+    kind = "classifier"
+
+    def __init__(self, cfg: TransformerClassifierConfig, src_dict: Dictionary, num_labels: int):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = TransformerEncoder(cfg, src_dict)
+        self.head = PoolerHead(cfg.embed_dim, num_labels, cfg.dropout)
+
+    def max_positions(self) -> Tuple[int, int]:
+        return self.cfg.max_positions, 1 << 30
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.head(self.encoder(src_tokens, segments)[:, 0])  # (B, K)
+
+
+@MODELS.register("transformer_tagger", TransformerTaggerConfig)
+class TransformerTagger(EncoderClassifierModel):
+    """Transformer encoder -> one label's logits per position ``(B, S, K)``."""
+
+    kind = "tagger"
+
+    def __init__(self, cfg: TransformerTaggerConfig, src_dict: Dictionary, num_labels: int):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = TransformerEncoder(cfg, src_dict)
+        self.head = TokenHead(cfg.embed_dim, num_labels, cfg.dropout)
+
+    def max_positions(self) -> Tuple[int, int]:
+        return self.cfg.max_positions, 1 << 30
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.head(self.encoder(src_tokens, segments))  # (B, S, K)

@@ -1,0 +1,156 @@
+"""``seqkit-preprocess task=classification|tagging``: labelled text -> tokenizer, dictionaries and
+binarized splits (the same memory-mapped format as translation).
+
+Output folder (read by :mod:`seqkit.tasks.classification`):
+    dict.input.txt  tokenizer.input.pt  dict.label.txt (label count, one per line; line = id)
+    {split}.input.bin/.idx  {split}.label.bin/.idx (when the split has labels)
+    {split}.text.txt (the examples as read: pair columns tab-separated, a tagged sentence's words
+    space-separated; printed back by seqkit-generate)  preprocess.json
+
+Layout of an example: ``<s> a ... </s>`` or ``<s> a ... </s> b ... </s>``. Tagging splits each word
+into pieces on its own; the word's tag goes on its first piece (see
+:mod:`seqkit.data.labelled_dataset` for how labels are stored).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from typing import Any, Dict, List, Tuple
+
+from seqkit.data.dictionary import UNK, Dictionary
+from seqkit.data.indexed_dataset import write_dataset
+from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START
+from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
+from seqkit.dataclass_utils import to_plain
+from seqkit.errors import SeqkitError
+from seqkit.io import atomic_write_text, staged_dir
+from seqkit.tokenizers import Tokenizer
+
+log = logging.getLogger("seqkit.preprocess")
+
+
+def as_list(value: Any) -> List[str]:
+    if value is None or value == "":
+        return []
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def read_splits(cfg: Any) -> Dict[str, LabelledSplit]:
+    from seqkit.preprocess import split_names
+
+    if not cfg.trainpref:
+        raise SeqkitError("trainpref is required (a TSV file, or a CoNLL file for task=tagging)")
+    columns = as_list(cfg.text_columns)
+    if cfg.task == "classification" and not 1 <= len(columns) <= 2:
+        raise SeqkitError(f"text_columns names {len(columns)} columns; classification takes 1 (a sentence) or 2 (a pair)")
+    data = {}
+    for split, pref in split_names(cfg):
+        if cfg.task == "tagging":
+            data[split] = read_conll(pref, cfg.word_column, cfg.tag_column)
+        else:
+            data[split] = read_classification(pref, columns, cfg.label_column)
+    if data["train"].labels is None:
+        what = f"column {cfg.label_column!r}" if cfg.task == "classification" else "tag column"
+        raise SeqkitError(f"{data['train'].path}: the training split has no labels ({what})")
+    return data
+
+
+def label_set(train: LabelledSplit) -> List[str]:
+    """The training labels, sorted (their ids are their positions)."""
+    seen = set()
+    for labels in train.labels:
+        seen.update(labels if isinstance(labels, list) else [labels])
+    return sorted(seen)
+
+
+def encode_example(tok: Tokenizer, d: Dictionary, texts: Tuple[str, ...], per_token: bool) -> Tuple[List[int], List[int]]:
+    """ids ``<s> a </s> [b </s>]`` and, for tagging, the position of each word's first piece."""
+    ids, starts = [d.bos()], []
+    if per_token:
+        for word in texts:
+            starts.append(len(ids))
+            ids.extend(d.index(p) for p in (tok.encode(word) or [UNK]))  # a word always keeps a position
+        ids.append(d.eos())
+        return ids, starts
+    for text in texts:
+        ids.extend(d.index(p) for p in tok.encode(text))
+        ids.append(d.eos())
+    return ids, starts
+
+
+def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
+    from seqkit.preprocess import _save_torch, _train_tokenizers
+
+    t_start = time.perf_counter()
+    per_token = cfg.task == "tagging"
+    data = read_splits(cfg)
+    labels = label_set(data["train"])
+    for split, sp in data.items():
+        if split != "train":
+            check_known_labels(sp, split, labels)
+    label_id = {label: i for i, label in enumerate(labels)}
+    # the tokenizer learns from the training text: each sentence of a pair on its own line, a
+    # tagged sentence as its words joined by spaces
+    if per_token:
+        train_lines = [" ".join(words) for words in data["train"].texts]
+    else:
+        train_lines = [text for texts in data["train"].texts for text in texts]
+    pairs = not per_token and len(data["train"].texts[0]) == 2
+    log.info("read %s: %s", ", ".join(f"{s} {len(sp.texts)}" for s, sp in data.items()),
+             f"{len(labels)} labels" + (" (sentence pairs)" if pairs else ""))
+
+    with staged_dir(dest, cfg.overwrite) as out:
+        tok = _train_tokenizers(tok_cfg, True, ["input"], {"input": train_lines})["input"]
+        counts: Counter = Counter()
+        for texts in data["train"].texts:
+            for text in texts:
+                counts.update(tok.encode(text))
+        for piece in getattr(tok, "vocab_pieces", list)():
+            counts.setdefault(piece, 0)
+        d = Dictionary.build(counts, threshold=cfg.thresholdsrc, nwords=cfg.nwordssrc)
+        d.save(os.path.join(out, "dict.input.txt"))
+        _save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
+        label_counts = Counter(x for ls in data["train"].labels for x in (ls if per_token else [ls]))
+        atomic_write_text(os.path.join(out, "dict.label.txt"), "".join(f"{x} {label_counts[x]}\n" for x in labels))
+        stats = {}
+        for split, sp in data.items():
+            inputs, stored = [], []
+            ntok = nunk = 0
+            for i, texts in enumerate(sp.texts):
+                ids, starts = encode_example(tok, d, texts, per_token)
+                inputs.append(ids)
+                ntok += len(ids)
+                nunk += ids.count(d.unk())
+                if per_token:
+                    row = [NOT_A_WORD_START] * len(ids)
+                    for j, pos in enumerate(starts):
+                        row[pos] = FIRST_TAG + label_id[sp.labels[i][j]] if sp.labels is not None else UNLABELLED_WORD_START
+                    stored.append(row)
+                elif sp.labels is not None:
+                    stored.append([label_id[sp.labels[i]]])
+            write_dataset(os.path.join(out, f"{split}.input"), inputs, len(d))
+            if sp.labels is not None or per_token:
+                write_dataset(os.path.join(out, f"{split}.label"), stored, len(labels) + FIRST_TAG)
+            atomic_write_text(os.path.join(out, f"{split}.text.txt"),
+                              "".join((" " if per_token else "\t").join(t) + "\n" for t in sp.texts))
+            stats[split] = {"examples": len(sp.texts), "labelled": sp.labels is not None, "tokens": ntok,
+                            "unk_pct": round(100.0 * nunk / max(ntok, 1), 3)}
+            log.info("%s: %d examples%s, %d tokens with <s>/</s>, %.2f%% replaced by %s", split, len(sp.texts),
+                     "" if sp.labels is not None else " (no labels)", ntok, stats[split]["unk_pct"], UNK)
+        meta = {
+            "task": cfg.task,
+            "pairs": pairs,
+            "labels": labels,
+            "tokenizer": to_plain(tok_cfg),
+            "splits": {split: len(sp.texts) for split, sp in data.items()},
+            "stats": stats,
+        }
+        atomic_write_text(os.path.join(out, "preprocess.json"), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    seconds = time.perf_counter() - t_start
+    log.info("dictionary: %d types; labels: %s; %.1fs -> %s", len(d), ", ".join(labels[:20]) +
+             (" ..." if len(labels) > 20 else ""), seconds, dest)
+    return {"splits": stats, "dictionary": {"input": len(d)}, "labels": labels, "seconds": round(seconds, 3)}
