@@ -2,7 +2,9 @@
 fairseq's line format (S-, T-, H-, D-, P-, and A- with generation.print_alignment=true), ordered
 by sentence id. A classification checkpoint prints S-/T-/L- lines (label and probability, top-k
 with ``topk=K``); a tagging checkpoint prints CoNLL columns (word, gold tag when known, predicted
-tag), which ``seqkit-score`` scores either way."""
+tag), which ``seqkit-score`` scores either way. A language-model checkpoint continues the prompts
+read from stdin (S- prompt, H-/D- continuation); a masked-LM checkpoint fills the ``<mask>`` slots
+of stdin lines (S- line, M- slot with its top fillers and probabilities)."""
 
 from __future__ import annotations
 
@@ -173,6 +175,24 @@ def _label_stdin_output(c: Any, cfg: Any, stream: Union[BinaryIO, TextIO]) -> It
         yield from flush(chunk, next_id)
 
 
+def _cloze(task: Any, model: Any, device: Any, cfg: Any, stream: Union[BinaryIO, TextIO]) -> None:
+    """A masked-LM checkpoint fills the ``<mask>`` slots of stdin lines: S- and M- lines, the
+    ``topk`` fillers of each slot (5 unless topk is set above 1)."""
+    from seqkit.generation.cloze import Cloze
+
+    if cfg.input != "-":
+        raise SeqkitError("a masked language model fills <mask> slots: pass input=- and lines on stdin")
+    cloze = Cloze(task, model, device)
+    k = cfg.topk if cfg.topk > 1 else 5
+    for lineno, raw in enumerate(stream, 1):
+        try:
+            line = (raw if isinstance(raw, str) else raw.decode("utf-8")).rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise SeqkitError(f"stdin line {lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+        sys.stdout.write(cloze.format(lineno - 1, line, cloze.fill([line], topk=k)[0]))
+        sys.stdout.flush()
+
+
 def generate(argv: Optional[List[str]] = None) -> None:
     import logging
 
@@ -196,6 +216,9 @@ def generate(argv: Optional[List[str]] = None) -> None:
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
+    if getattr(task, "model_kind", None) == "masked_lm":
+        _cloze(task, model.to(device), device, cfg, getattr(sys.stdin, "buffer", sys.stdin))
+        return
     labelling = getattr(task, "model_kind", "seq2seq") in ("classifier", "tagger")
     if labelling:
         from seqkit.generation.classifier import Classifier
@@ -216,6 +239,9 @@ def generate(argv: Optional[List[str]] = None) -> None:
         source = _label_stdin_output(t, cfg, stdin) if cfg.input == "-" else _label_split_output(t, cfg)
     elif cfg.input == "-":
         source = _stdin_output(t, cfg, stdin)
+    elif getattr(task, "model_kind", "seq2seq") == "lm":
+        raise SeqkitError("a language model continues prompts: pass input=- and one prompt per line on stdin "
+                          "(seqkit-eval-lm scores a binarized split)")
     else:
         source = _split_output(t, cfg, dist)
     if not dist.is_main:

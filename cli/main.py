@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "train": "train a model on a binarized data folder",
     "generate": "decode with a trained checkpoint (beam search, sampling)",
     "score": "score hypotheses against references with sacreBLEU (BLEU, chrF, TER)",
+    "eval-lm": "perplexity of a language model on a binarized split (per token and per word)",
     "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
     "plot": "attention heatmap of a translation, training curves of runs (needs seqkit[plot])",
 }
@@ -50,7 +51,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if first not in SUBCOMMANDS:
         what = "option" if first.startswith("-") else "subcommand"
         _fail(f"unknown {what} {first!r}; valid subcommands: {', '.join(SUBCOMMANDS)} (see seqkit --help)", 2)
-    module_name = f"seqkit.cli.{first}"
+    module_name = f"seqkit.cli.{first.replace('-', '_')}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

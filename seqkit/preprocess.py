@@ -2,6 +2,12 @@
 
 (``task=classification`` and ``task=tagging`` are handled in :mod:`seqkit.preprocess_labelled`.)
 
+``task=language_modeling`` reads one text file per split (``{pref}``, or ``{pref}.{source_lang}``
+when source_lang is given) and keeps every line, an empty one as a lone eos (WikiText's paragraph
+breaks): the files hold one token stream per split, ``{split}.text.bin/.idx`` with
+``dict.text.txt`` and ``tokenizer.text.pt``, and ``preprocess.json`` records each split's words
+(whitespace tokens plus one eos per line) for per-word perplexity.
+
 Steps: read and check every input (files exist, UTF-8, source/target line counts agree), train
 the tokenizer on the training text, count pieces of the training split, build the
 dictionaries, then binarize every split in ``workers`` processes (contiguous chunks, one shard
@@ -15,6 +21,7 @@ Output folder (read by the translation task and the generator):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import multiprocessing as mp
@@ -38,13 +45,15 @@ from seqkit.tokenizers import Tokenizer, load_tokenizer
 log = logging.getLogger("seqkit.preprocess")
 
 
-TASKS = ("translation", "classification", "tagging")
+TASKS = ("translation", "classification", "tagging", "language_modeling")
+LM_KEY = "text"  # the "language" of a monolingual data folder: {split}.text.bin, dict.text.txt
 
 
 @dataclass
 class PreprocessConfig:
     task: str = arg("translation", "translation (parallel text files {pref}.{lang}), classification (TSV with a "
-                                   "header, or {pref}.input0[/1] + {pref}.label) or tagging (CoNLL columns)",
+                                   "header, or {pref}.input0[/1] + {pref}.label), tagging (CoNLL columns) or "
+                                   "language_modeling (one text file per split: {pref}, or {pref}.{source_lang})",
                     choices=TASKS)
     source_lang: Optional[str] = arg(None, "source language suffix: files are {pref}.{source_lang}[.gz]")
     target_lang: Optional[str] = arg(None, "target language suffix; empty/null = one-language mode")
@@ -116,6 +125,25 @@ def read_inputs(cfg: PreprocessConfig, langs: List[str]) -> Dict[str, Dict[str, 
             if na != nb:
                 raise SeqkitError(f"line counts differ: {pa} has {na} lines, {pb} has {nb}")
     return data
+
+
+def read_lm_inputs(cfg: PreprocessConfig) -> Dict[str, Dict[str, List[str]]]:
+    """split -> {LM_KEY: lines} for language modeling: file ``{pref}`` (``{pref}.{source_lang}``
+    when set, ``.gz`` allowed); every path is checked before any file is read in full."""
+    paths = {}
+    for split, pref in split_names(cfg):
+        if cfg.source_lang:
+            paths[split] = input_path(pref, cfg.source_lang)
+        elif os.path.isfile(pref) or os.path.isfile(pref + ".gz"):
+            paths[split] = pref if os.path.isfile(pref) else pref + ".gz"
+        else:
+            raise SeqkitError(f"file not found: {pref} (nor {pref}.gz)")
+    return {split: {LM_KEY: read_all_lines(path)} for split, path in paths.items()}
+
+
+def count_words(lines: List[str]) -> int:
+    """Words a per-word perplexity divides by: whitespace tokens plus one end of line each."""
+    return sum(len(line.split()) + 1 for line in lines)
 
 
 def drop_empty(sides: Dict[str, List[str]]) -> Tuple[Dict[str, List[str]], int]:
@@ -268,25 +296,32 @@ def _binarize(
 def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
     """Run every step; returns the stats (also logged, and saved in ``preprocess.json``)."""
     t_start = time.perf_counter()
-    langs = _check_config(cfg) if cfg.task == "translation" else []
+    lm = cfg.task == "language_modeling"
+    if lm and not cfg.trainpref:
+        raise SeqkitError("trainpref is required (the training text file)")
+    langs = _check_config(cfg) if cfg.task == "translation" else [LM_KEY] if lm else []
     tok_cfg = tokenizer_config(cfg.tokenizer)  # a bad tokenizer config fails before any reading
     dest = os.path.abspath(cfg.destdir)
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise SeqkitError(f"destdir {dest} exists and is not a folder")
     if os.path.isdir(dest) and os.listdir(dest) and not cfg.overwrite:  # fail before the long part
         raise SeqkitError(f"output folder {dest} exists and is not empty (pass overwrite=true to replace it)")
-    if cfg.task != "translation":
+    if cfg.task not in ("translation", "language_modeling"):
         from seqkit.preprocess_labelled import preprocess_labelled
 
         return preprocess_labelled(cfg, tok_cfg, dest)
 
-    data = read_inputs(cfg, langs)
+    if lm:  # one stream per split: every line stays, the names below are those of one language
+        data = read_lm_inputs(cfg)
+        cfg = dataclasses.replace(cfg, source_lang=LM_KEY, target_lang=None, skip_empty=False)
+    else:
+        data = read_inputs(cfg, langs)
     n_lines = sum(len(lines) for sides in data.values() for lines in sides.values())
     skipped = 0
     if cfg.skip_empty:
         data["train"], skipped = drop_empty(data["train"])
-    if not data["train"][cfg.source_lang]:
-        raise SeqkitError(f"no training sentences in {cfg.trainpref}.* (after dropping empty lines)")
+    if not any(line.strip() for line in data["train"][cfg.source_lang]):
+        raise SeqkitError(f"no training sentences in {cfg.trainpref}{'' if lm else '.*'} (after dropping empty lines)")
     log.info("read %d lines in %d split(s): %s", n_lines, len(data), ", ".join(data))
     if skipped:
         log.info("train: dropped %d pair(s) with an empty side (skip_empty=true)", skipped)
@@ -302,6 +337,8 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
         split_stats["train"]["skipped_empty"] = skipped
         # no timings in here: the folder's bytes depend only on the inputs and the config
         meta = {
+            **({"task": "language_modeling",
+                "words": {split: count_words(sides[LM_KEY]) for split, sides in data.items()}} if lm else {}),
             "source_lang": cfg.source_lang,
             "target_lang": cfg.target_lang or None,
             "joined_dictionary": cfg.joined_dictionary,

@@ -99,3 +99,13 @@ def test_lr_schedules():
     fixed = schedule("fixed", warmup_updates=10)
     assert fixed.lr_at(5) == pytest.approx(5e-4) and fixed.lr_at(10**6) == 1e-3
     assert all(math.isfinite(s.lr_at(n)) for s in (inv, cos, poly, fixed) for n in range(0, 2000, 37))
+
+
+def test_decaying_schedules_need_a_known_length():
+    """A run stopped by time has no max_update: the cosine would otherwise drop to min_lr at once."""
+    for name, fix in (("cosine", "period_updates"), ("polynomial_decay", "total_num_update")):
+        cfg = LR_SCHEDULERS.choices()[name]
+        with pytest.raises(SeqkitError, match=fix):
+            LR_SCHEDULERS.build(cfg, 1e-3, 0)
+        setattr(cfg, fix, 500)
+        assert LR_SCHEDULERS.build(cfg, 1e-3, 0).lr_at(250) < 1e-3

@@ -24,6 +24,11 @@ class CrossEntropyConfig:
 
 
 @dataclass
+class AdaptiveLossConfig:
+    name: str = arg("adaptive_loss", "registry name")
+
+
+@dataclass
 class LabelSmoothedCrossEntropyConfig:
     name: str = arg("label_smoothed_cross_entropy", "registry name")
     label_smoothing: float = arg(0.1, "epsilon: probability mass spread uniformly over the other tokens",
@@ -114,3 +119,27 @@ class LabelSmoothedCrossEntropyCriterion:
     def __call__(self, model: Any, sample: Dict[str, Any]) -> Tuple[torch.Tensor, int, Dict[str, float]]:
         loss, nll, ntokens, logits = smoothed_nll(model, sample, self.task.ignore_index, self.cfg.label_smoothing)
         return loss, ntokens, _logging(self.task, loss, nll, sample, ntokens, logits)
+
+
+@CRITERIA.register("adaptive_loss", AdaptiveLossConfig)
+class AdaptiveLossCriterion:
+    """Summed NLL of a language model's targets through its adaptive softmax (Grave et al., 2017;
+    fairseq's ``adaptive_loss``): ``model(..., target=)`` returns the targets' log-probs ``(B, T)``
+    and the full ``(B, T, V)`` is never built. Works with any language model (a full softmax
+    computes the same NLL as ``cross_entropy``, only slower)."""
+
+    def __init__(self, cfg: AdaptiveLossConfig, task: Any):
+        if getattr(task, "model_kind", None) != "lm":
+            from seqkit.errors import SeqkitError
+
+            raise SeqkitError(f"criterion adaptive_loss trains language models (task language_modeling), not task "
+                              f"{task.cfg.name}")
+        self.cfg, self.task = cfg, task
+
+    def __call__(self, model: Any, sample: Dict[str, Any]) -> Tuple[torch.Tensor, int, Dict[str, float]]:
+        target = sample["target"]  # (B, T), ignore_index where not scored
+        lprobs = model(**sample["net_input"], target=target)  # (B, T), 0 where not scored
+        keep = target.ne(self.task.ignore_index)
+        nll = -lprobs.masked_fill(~keep, 0.0).sum()
+        ntokens = int(keep.sum())
+        return nll, ntokens, _logging(self.task, nll, nll, sample, ntokens, lprobs)

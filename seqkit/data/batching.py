@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -47,3 +47,17 @@ def shard(batches: List[np.ndarray], rank: int, world_size: int) -> List[np.ndar
     would get are dropped so all ranks run the same number of steps (they are reshuffled next epoch)."""
     usable = len(batches) - len(batches) % world_size if world_size > 1 else len(batches)
     return batches[rank:usable:world_size]
+
+
+def token_budget_batches(sizes: np.ndarray, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
+                         shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
+    """Batches of the examples of ``sizes`` (one cost length each), length-bucketed; order and batch
+    order seeded per epoch when ``shuffle``; ``exclude`` lists indices to leave out."""
+    rng = epoch_rng(seed, epoch) if shuffle else None
+    order = length_sorted_order(sizes, None, rng)
+    if exclude is not None and len(exclude):
+        order = order[~np.isin(order, exclude)]
+    batches = batch_by_size(order, sizes, max_tokens, max_sentences)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches

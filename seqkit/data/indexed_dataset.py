@@ -103,6 +103,16 @@ class IndexedDataset:
     def __len__(self) -> int:
         return len(self.sizes)
 
+    @property
+    def tokens(self) -> np.ndarray:
+        """Every sequence's ids back to back (memory-mapped, not copied): the token stream."""
+        return self._data
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """``(count + 1,)``: sequence i is ``tokens[offsets[i]:offsets[i + 1]]``."""
+        return self._offsets
+
     def __getitem__(self, i: int) -> torch.Tensor:
         a, b = int(self._offsets[i]), int(self._offsets[i + 1])
         return torch.from_numpy(self._data[a:b].astype(np.int64))

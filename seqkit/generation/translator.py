@@ -3,6 +3,9 @@
     from seqkit.generation.translator import Translator
     t = Translator.from_checkpoint("checkpoints/checkpoint_best.pt", beam=5)
     t.translate(["Ein Hund läuft im Schnee."])  # -> ["A dog runs in the snow."]
+
+A language-model checkpoint works the same way: each input line is a prompt and the output its
+continuation (``Translator.from_checkpoint("lm.pt", beam=1, sampling=True, sampling_topp=0.9)``).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ class GenerateConfig:
     inter_threads: int = arg(0, "batches searched at once on CPU, each on common.threads / inter_threads threads "
                                 "(0: 2 on >= 2 threads when batch_size x beam >= 64, else 1; sampling: 1)", ge=0)
     results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
-    topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all", ge=1)
+    topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all; masked-LM "
+                       "checkpoints: fillers per <mask> slot (1: the default 5)", ge=1)
 
 
 def hard_alignment(attention: torch.Tensor) -> List[Tuple[int, int]]:
@@ -96,7 +100,7 @@ class Translator:
                         inter_threads: int = 0, **generation: Any) -> "Translator":
         """Build everything from one checkpoint; keyword arguments override GenerationConfig fields."""
         task, model = load_for_inference(path, task_overrides)
-        if getattr(task, "model_kind", "seq2seq") != "seq2seq":
+        if getattr(task, "model_kind", "seq2seq") not in ("seq2seq", "lm"):
             raise SeqkitError(f"{path} holds a {task.model_kind} model: use seqkit.generation.Classifier")
         dev = torch.device(device)
         gen_cfg = _merge_generation(gen_cfg or GenerationConfig(), generation)

@@ -8,6 +8,12 @@ those kinds when given another (``task=classification model=transformer`` is one
 - ``classifier`` and ``tagger`` (:class:`EncoderClassifierModel`): built as
   ``Model(cfg, src_dict, num_labels)``; ``forward(src_tokens, src_lengths, segments=None)`` gives
   logits ``(B, K)`` (one label per sentence) or ``(B, S, K)`` (one per input position).
+- ``lm`` (:class:`LanguageModel`): built as ``Model(cfg, dictionary)``; ``forward(src_tokens,
+  src_lengths)`` gives next-token logits ``(B, T, V)``; generation continues prompts through the
+  encoder-decoder interface below (the prompt plays the source).
+- ``masked_lm`` (``seqkit.models.bert``, ``seqkit.models.electra``): built as ``Model(cfg,
+  dictionary)``; ``forward(src_tokens, src_lengths, segments=None, masked_tokens=None, ...)`` gives
+  a dict of head outputs (``mlm``: logits at the masked positions ``(N, V)``).
 
 The rest of this docstring is about encoder-decoder models.
 
@@ -120,3 +126,59 @@ def check_model_kind(model_name: str, kind: str, task_name: str) -> None:
         names = [n for n, c in MODELS.choices().items() if getattr(MODELS.builder(c.name), "kind", "seq2seq") == kind]
         raise SeqkitError(f"model {model_name!r} is a {have} model; task {task_name} trains {kind} models: "
                           f"{', '.join(names)}")
+
+
+class LanguageModel(EncoderDecoderModel):
+    """Base class of causal language models (``kind = "lm"``).
+
+    Training: ``forward(src_tokens, src_lengths)`` -> logits ``(B, T, V)``, position t predicting
+    token t + 1 (:mod:`seqkit.data.lm_dataset`). With an adaptive softmax, ``forward(...,
+    target=target)`` returns the target log-probs ``(B, T)`` instead, never building ``(B, T, V)``.
+
+    Generation reuses the encoder-decoder search: ``encode`` runs the right-padded prompts
+    ``(B, P)`` once (subclasses' ``prefill``), keeping each prompt's next-token logits and the
+    state it leaves (``state:`` entries, moved into the cache by ``init_cache``); ``decode_step``
+    at step 0 returns those logits (the search's bos input stands for the prompt's last token), and
+    at step k >= 1 feeds the token chosen at step k - 1 at position ``len + k - 1`` (subclasses' ``step``).
+    """
+
+    kind = "lm"
+    STATE = "state:"
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                target: Optional[torch.Tensor] = None) -> torch.Tensor:
+        raise TypeError(f"{type(self).__name__} must implement forward")
+
+    def prefill(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> Tuple[torch.Tensor, Cache]:
+        """Run the prompts ``(B, P)`` -> logits after each one's last token ``(B, V)``, and the
+        decoding state (batch on dim 0) that ``step`` continues."""
+        raise TypeError(f"{type(self).__name__} must implement prefill")
+
+    def step(self, tokens: torch.Tensor, state: Cache, positions: torch.Tensor) -> torch.Tensor:
+        """One token per row ``(B, 1)`` at ``positions`` ``(B,)`` -> logits ``(B, V)``; updates ``state``."""
+        raise TypeError(f"{type(self).__name__} must implement step")
+
+    def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOut:
+        logits, state = self.prefill(src_tokens, src_lengths)
+        enc: EncoderOut = {"next": logits, "lengths": src_lengths.to(logits.device)}
+        enc.update({self.STATE + k: v for k, v in state.items()})
+        return enc
+
+    def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
+        longest = int(enc["lengths"].max()) if enc["lengths"].numel() else 0
+        if longest + max_len - 1 > self.max_positions()[1]:
+            raise SeqkitError(f"a prompt of {longest} tokens plus {max_len - 1} generated ones exceeds the model's "
+                              f"{self.max_positions()[1]} positions: lower generation.max_len_b")
+        # the state moves out of enc: the search reorders enc only when sentences leave, the cache every step
+        cache = {k[len(self.STATE):]: enc.pop(k) for k in [k for k in enc if k.startswith(self.STATE)]}
+        cache["lengths"] = enc["lengths"]
+        return cache
+
+    def decode_step(self, tokens: torch.Tensor, enc: EncoderOut, cache: Cache, step: int) -> torch.Tensor:
+        if step == 0:
+            return enc["next"]
+        return self.step(tokens, cache, cache["lengths"] + (step - 1))
+
+    def max_positions(self) -> Tuple[int, int]:
+        """Longest input (prompt plus generated tokens) the model accepts, twice."""
+        return (1 << 30, 1 << 30)

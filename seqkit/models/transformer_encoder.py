@@ -54,6 +54,9 @@ class TransformerEncoderConfig:
     num_segments: int = arg(2, "segment (token-type) embeddings; 0: none (then segments must not be given)", ge=0)
     no_scale_embedding: bool = arg(False, "do not multiply token embeddings by sqrt(embed_dim)")
     embed_layer_norm: bool = arg(True, "LayerNorm on the summed embeddings (BERT)")
+    embedding_dim: int = arg(0, "factorized token embeddings of size E, projected to embed_dim (ALBERT); "
+                                "0: embed_dim, no projection", ge=0)
+    share_layers: bool = arg(False, "one layer's parameters for all encoder_layers (ALBERT's cross-layer sharing)")
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -100,11 +103,13 @@ class TransformerEncoder(nn.Module):
     def __init__(self, cfg: TransformerEncoderConfig, src_dict: Dictionary):
         super().__init__()
         C, self.pad, self.cfg = cfg.embed_dim, src_dict.pad(), cfg
-        self.embed_tokens = nn.Embedding(len(src_dict), C, padding_idx=self.pad)
-        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=C**-0.5)
+        E = cfg.embedding_dim or C
+        self.embed_tokens = nn.Embedding(len(src_dict), E, padding_idx=self.pad)
+        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=E**-0.5)
         with torch.no_grad():
             self.embed_tokens.weight[self.pad].zero_()
-        self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(C)
+        self.embed_proj = nn.Linear(E, C, bias=False) if E != C else None  # ALBERT: (V, E) + (E, C) << (V, C)
+        self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(E)
         self.embed_positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
         self.embed_segments = nn.Embedding(cfg.num_segments, C) if cfg.num_segments else None
         if self.embed_segments is not None:
@@ -113,7 +118,7 @@ class TransformerEncoder(nn.Module):
         self.layers = nn.ModuleList(
             EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
                          cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
-            for _ in range(cfg.encoder_layers))
+            for _ in range(1 if cfg.share_layers else cfg.encoder_layers))
         # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
         self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
 
@@ -122,7 +127,10 @@ class TransformerEncoder(nn.Module):
         S = src_tokens.size(1)
         if S > cfg.max_positions:
             raise SeqkitError(f"input of {S} tokens exceeds model.max_positions={cfg.max_positions}")
-        x = self.embed_scale * self.embed_tokens(src_tokens) + self.embed_positions(S)  # (B, S, C)
+        x = self.embed_scale * self.embed_tokens(src_tokens)  # (B, S, E)
+        if self.embed_proj is not None:
+            x = self.embed_proj(x)
+        x = x + self.embed_positions(S)  # (B, S, C)
         if self.embed_segments is not None:
             x = x + (self.embed_segments.weight[0] if segments is None else self.embed_segments(segments))
         elif segments is not None:
@@ -131,8 +139,8 @@ class TransformerEncoder(nn.Module):
         keep = src_tokens.ne(self.pad)  # (B, S)
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
-        for layer in self.layers:
-            x = layer(x, mask)
+        for i in range(cfg.encoder_layers):  # with share_layers, the one layer cfg.encoder_layers times
+            x = self.layers[0 if cfg.share_layers else i](x, mask)
         return self.final_norm(x)  # (B, S, C)
 
 

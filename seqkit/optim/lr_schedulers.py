@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
 from seqkit.registry import LR_SCHEDULERS
 
 
@@ -53,7 +54,10 @@ class CosineSchedule:
 
     def __init__(self, cfg: CosineConfig, peak_lr: float, max_update: int):
         self.cfg, self.peak = cfg, peak_lr
-        self.period = cfg.period_updates or max(1, max_update - cfg.warmup_updates)
+        if not cfg.period_updates and max_update <= cfg.warmup_updates:  # else the LR would drop at once
+            raise SeqkitError("lr_scheduler=cosine needs lr_scheduler.period_updates or an optimization.max_update "
+                              "beyond its warmup (a run stopped by time has no max_update)")
+        self.period = cfg.period_updates or max_update - cfg.warmup_updates
 
     def lr_at(self, n: int) -> float:
         c = self.cfg
@@ -78,7 +82,10 @@ class PolynomialDecaySchedule:
 
     def __init__(self, cfg: PolynomialDecayConfig, peak_lr: float, max_update: int):
         self.cfg, self.peak = cfg, peak_lr
-        self.total = cfg.total_num_update or max_update or 1
+        if not (cfg.total_num_update or max_update):
+            raise SeqkitError("lr_scheduler=polynomial_decay needs lr_scheduler.total_num_update or "
+                              "optimization.max_update (a run stopped by time has no max_update)")
+        self.total = cfg.total_num_update or max_update
 
     def lr_at(self, n: int) -> float:
         c = self.cfg

@@ -4,4 +4,4 @@ A task (``seqkit.registry.TASKS``) is built as ``TASKS.build(cfg)`` and offers t
 ``load_dataset``, ``build_model``, ``build_criterion``, ``valid_metrics`` and ``checkpoint_state``.
 """
 
-from seqkit.tasks import classification, translation  # noqa: F401
+from seqkit.tasks import classification, denoising, language_modeling, masked_lm, translation  # noqa: F401

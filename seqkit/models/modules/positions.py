@@ -26,6 +26,10 @@ class SinusoidalPositions(nn.Module):
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         return self.table[offset : offset + length]
 
+    def at(self, positions: torch.Tensor) -> torch.Tensor:
+        """Vectors of any positions ``(...)`` -> ``(..., C)`` (one per row when decoding prompts)."""
+        return self.table[positions]
+
 
 class LearnedPositions(nn.Module):
     """``forward(T, offset)`` -> ``(T, C)`` learned position vectors."""
@@ -38,3 +42,7 @@ class LearnedPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         return self.weight[offset : offset + length]
+
+    def at(self, positions: torch.Tensor) -> torch.Tensor:
+        """Vectors of any positions ``(...)`` -> ``(..., C)``."""
+        return self.weight[positions]

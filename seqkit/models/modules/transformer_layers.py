@@ -63,9 +63,17 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding)."""
-        y, _ = self.self_attn(self.attn_res.pre(x), attn_mask=attn_mask)
+        return self.forward_kv(x, attn_mask)[0]
+
+    def forward_kv(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
+                   kv: Optional[KV] = None, kv_order: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, KV]:
+        """The layer as a decoder-only stack uses it: causal self-attention over ``x`` ``(B, T, C)``
+        (``is_causal``), or one step ``(B, 1, C)`` after cached keys/values ``kv`` (rows
+        ``kv_order``, ``attn_mask`` ``(B, 1, 1, t + 1)``); returns the output and the keys/values."""
+        y, new_kv = self.self_attn(self.attn_res.pre(x), attn_mask=attn_mask, is_causal=is_causal, kv=kv,
+                                   kv_order=kv_order)
         x = self.attn_res.post(x, y)
-        return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x)))
+        return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x))), new_kv
 
 
 class DecoderLayer(nn.Module):

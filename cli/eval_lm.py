@@ -1,0 +1,40 @@
+"""``seqkit-eval-lm``: perplexity of a language-model checkpoint on a binarized split; one JSON
+line on stdout (per-token and per-word perplexity), a readable line on stderr."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
+from seqkit.eval_lm import EvalLMConfig
+
+PROG = "seqkit-eval-lm"
+
+
+def eval_lm(argv: Optional[List[str]] = None) -> None:
+    import json
+    import logging
+
+    from omegaconf import OmegaConf
+
+    import seqkit
+    from seqkit.eval_lm import evaluate
+
+    seqkit.import_builtin_components()
+    cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("eval_lm", EvalLMConfig), argv, PROG))
+    setup_logging()
+    r = evaluate(cfg)
+    word = f", per-word perplexity {r['word_ppl']} over {r['words']} words" if "word_ppl" in r else ""
+    word += f", unigram baseline {r['unigram_ppl']}" if "unigram_ppl" in r else ""
+    logging.getLogger("seqkit.eval_lm").info(
+        "%s: %d tokens, loss %.4f (base 2), perplexity %s%s (blocks of %d, context window %d)", r["split"],
+        r["tokens"], r["loss"], r["ppl"], word, r["tokens_per_sample"], r["context_window"])
+    print(json.dumps(r))
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    run_main(PROG, lambda: eval_lm(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# WikiText-2 language model from scratch: prepare, train (time-budgeted), perplexity of the best
+# checkpoint on valid and test with a sliding context window, and a few continued prompts.
+#   bash examples/language_model/wikitext2/run.sh WORK_DIR CONFIG [word|bpe] [key=value ...]
+# CONFIG: config_transformer.yaml or config_lstm.yaml in this folder.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="${1:?usage: run.sh WORK_DIR CONFIG [word|bpe] [key=value ...]}"
+config="${2:?usage: run.sh WORK_DIR CONFIG [word|bpe] [key=value ...]}"
+kind="${3:-word}"
+shift $(( $# > 3 ? 3 : $# ))
+mkdir -p "$work"
+
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$here/prepare.sh" "$work/data-bin" "$kind"
+
+seqkit-train --config "$config" task.data="$work/data-bin" checkpoint.save_dir="$work/checkpoints" "$@" \
+  2>&1 | tee "$work/train.log"
+
+# every token scored once, each block of 128 after up to 384 tokens of context
+for split in valid test; do
+  seqkit-eval-lm path="$work/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=$split \
+    tokens_per_sample=128 context_window=384 2>&1 | tee "$work/eval_$split.log"
+done
+
+printf '%s\n' "The game was released in" "= = Early life = =" "The river flows" |
+  seqkit-generate path="$work/checkpoints/checkpoint_best.pt" input=- generation.sampling=true \
+    generation.sampling_topp=0.9 generation.beam=1 generation.max_len_b=40 2>/dev/null | tee "$work/samples.txt"

@@ -1,0 +1,128 @@
+"""Language-model samples: a split's token stream cut into blocks (fairseq's TokenBlockDataset).
+
+The stream is every line's ids back to back, each line ending with eos (an empty line is a lone
+eos). A block scores the stream's tokens ``[a, b)`` and reads each one's predecessor: input
+``stream[a-1 : b-1]`` (eos stands before the split's first token, as after any line), target
+``stream[a : b]``. So a model sees ``</s>`` where a line starts, and a prompt is ``</s> w1 ... wn``.
+
+``sample_break_mode``:
+    none      blocks of exactly ``tokens_per_sample`` tokens, across line ends (the last may be shorter)
+    eos       one line per block (a line longer than ``tokens_per_sample`` is cut into several)
+    complete  as many whole lines as fit in ``tokens_per_sample`` (a longer line is cut, alone)
+
+``context_window`` (evaluation): each block's input also reads up to that many tokens before the
+block, whose targets are not scored (``pad``): every token is scored once, with at least
+``context_window`` tokens of left context where the stream has them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from seqkit.data.batching import token_budget_batches
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.indexed_dataset import IndexedDataset
+from seqkit.data.pair_dataset import pad_right
+from seqkit.errors import SeqkitError
+
+BREAK_MODES = ("none", "eos", "complete")
+
+
+def block_bounds(sizes: np.ndarray, block: int, mode: str) -> Tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` in the stream of the lines ``sizes``: each block is ``[start, end)``."""
+    if block < 1:
+        raise SeqkitError(f"task.tokens_per_sample must be >= 1, got {block}")
+    sizes = np.asarray(sizes, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    total = int(offsets[-1])
+    if mode == "none":
+        starts = np.arange(0, total, block, dtype=np.int64)
+        return starts, np.minimum(starts + block, total)
+    if mode == "eos":  # line i gives ceil(size_i / block) blocks
+        n = -(-sizes // block)  # (lines,)
+        first = np.repeat(offsets[:-1], n)
+        within = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+        starts = first + within * block
+        return starts, np.minimum(starts + block, np.repeat(offsets[1:], n))
+    if mode != "complete":
+        raise SeqkitError(f"task.sample_break_mode={mode!r}; valid: {', '.join(BREAK_MODES)}")
+    starts_l: List[int] = []
+    ends_l: List[int] = []
+    start = end = 0
+    for size in sizes.tolist():  # greedy: whole lines while they fit
+        if end > start and end - start + size > block:
+            starts_l.append(start)
+            ends_l.append(end)
+            start = end
+        if size > block:  # a line longer than a block: cut alone
+            for a in range(end, end + size, block):
+                starts_l.append(a)
+                ends_l.append(min(a + block, end + size))
+            start = end = end + size
+        else:
+            end += size
+    if end > start:
+        starts_l.append(start)
+        ends_l.append(end)
+    return np.asarray(starts_l, dtype=np.int64), np.asarray(ends_l, dtype=np.int64)
+
+
+class TokenBlockDataset:
+    """Blocks of a split's token stream; ``collate`` makes ``src_tokens`` ``(B, L)`` (inputs),
+    ``target`` ``(B, L)`` (next tokens, ``pad`` where not scored) and the scored-token counts."""
+
+    def __init__(self, data: IndexedDataset, dictionary: Dictionary, tokens_per_sample: int,
+                 break_mode: str = "none", context_window: int = 0):
+        self.data, self.dictionary = data, dictionary
+        self.stream = data.tokens  # memory-mapped, all lines back to back
+        self.starts, self.ends = block_bounds(data.sizes, tokens_per_sample, break_mode)
+        self.input_starts = np.maximum(self.starts - context_window, 0)
+        self.src_sizes = self.ends - self.input_starts  # (N,) input length of each block
+        self.tgt_sizes = None
+        self.pad, self.eos = dictionary.pad(), dictionary.eos()
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def num_scored(self) -> int:
+        """Tokens scored over the whole dataset (the stream's length)."""
+        return int((self.ends - self.starts).sum())
+
+    def too_long(self, max_source: int, max_target: int) -> np.ndarray:
+        """Blocks whose input exceeds the model's positions."""
+        return np.nonzero(self.src_sizes > max_source)[0]
+
+    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
+                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
+        """Token-budget batches of block indices; seeded per epoch when ``shuffle``."""
+        return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
+
+    def block(self, i: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Input and target ids of block ``i`` ``(L,)``; unscored context targets are ``pad``."""
+        s, a, b = int(self.input_starts[i]), int(self.starts[i]), int(self.ends[i])
+        target = torch.from_numpy(self.stream[s:b].astype(np.int64))
+        before = self.eos if s == 0 else int(self.stream[s - 1])
+        inputs = torch.cat([torch.tensor([before]), target[:-1]])
+        target[: a - s] = self.pad
+        return inputs, target
+
+    def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
+        indices = [int(i) for i in indices]
+        pairs = [self.block(i) for i in indices]
+        target = pad_right([t for _, t in pairs], self.pad)  # (B, L)
+        scored = int(target.ne(self.pad).sum())
+        return {
+            "id": torch.tensor(indices, dtype=torch.long),
+            "net_input": {
+                "src_tokens": pad_right([x for x, _ in pairs], self.pad),  # (B, L)
+                "src_lengths": torch.tensor([len(x) for x, _ in pairs], dtype=torch.long),
+            },
+            "target": target,
+            "ntokens": scored,
+            "sample_size": scored,
+            "nsentences": len(indices),
+        }

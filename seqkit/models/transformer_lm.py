@@ -1,0 +1,166 @@
+"""GPT-style decoder-only Transformer language model (Radford et al., 2018, 2019) with presets.
+
+tokens -> embedding (x sqrt(C) with ``scale_embedding``) + positions (learned or sinusoidal) ->
+dropout -> L layers of causal self-attention and feed-forward (pre-norm by default, then a final
+LayerNorm) -> output layer: the input embedding's transpose (tied, GPT's choice), its own matrix,
+or an adaptive softmax (:mod:`seqkit.models.modules.lm_head`).
+
+Shapes: B batch, T length, C embed_dim, V vocabulary, H heads, D = C / H, t cached positions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.models.base import Cache, LanguageModel
+from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.lm_head import LMHead
+from seqkit.models.modules.norm import layer_norm
+from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.transformer_layers import EncoderLayer
+from seqkit.registry import MODELS
+
+
+@dataclass
+class TransformerLMConfig:
+    name: str = arg("transformer_lm", "registry name of the model family")
+    layers: int = arg(12, "number of Transformer layers", ge=1)
+    embed_dim: int = arg(768, "model (embedding) dimension C", gt=0)
+    ffn_dim: int = arg(3072, "inner dimension of the feed-forward blocks", gt=0)
+    attention_heads: int = arg(12, "attention heads (embed_dim must be divisible by it)", ge=1)
+    dropout: float = arg(0.1, "dropout on embeddings and residual branches", ge=0, lt=1)
+    attention_dropout: float = arg(0.1, "dropout on attention weights", ge=0, lt=1)
+    activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
+    activation: str = arg("gelu", "feed-forward activation: relu or gelu", choices=("relu", "gelu"))
+    normalize_before: bool = arg(True, "pre-norm (LayerNorm before each block, one after the last), as GPT-2")
+    learned_positions: bool = arg(True, "learned position embeddings instead of sinusoids")
+    max_positions: int = arg(1024, "longest input in tokens (training blocks, prompt plus generated tokens)", gt=0)
+    scale_embedding: bool = arg(False, "multiply token embeddings by sqrt(embed_dim) (Vaswani et al.; GPT does not)")
+    share_input_output_embed: bool = arg(True, "the output layer is the input embedding's transpose")
+    adaptive_softmax_cutoff: List[int] = arg(help="adaptive softmax cluster boundaries, e.g. [2000,10000] (empty: "
+                                                  "full softmax; needs share_input_output_embed=false)", factory=list)
+    adaptive_softmax_factor: float = arg(4.0, "each adaptive softmax tail cluster's dimension is the previous one's / this",
+                                         gt=1)
+    layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
+                               choices=("auto", "torch", "apex"))
+
+
+@MODELS.preset("gpt2_small")
+def gpt2_small() -> TransformerLMConfig:
+    """GPT-2 small: 12 layers, C 768, 12 heads, ffn 3072, 1024 positions (124M with a 50k vocabulary)."""
+    return TransformerLMConfig()
+
+
+@MODELS.preset("gpt2_medium")
+def gpt2_medium() -> TransformerLMConfig:
+    """GPT-2 medium: 24 layers, C 1024, 16 heads, ffn 4096."""
+    return dataclasses.replace(gpt2_small(), layers=24, embed_dim=1024, ffn_dim=4096, attention_heads=16)
+
+
+@MODELS.preset("gpt_mini")
+def gpt_mini() -> TransformerLMConfig:
+    """For small corpora on a CPU (WikiText-2): 4 layers, C 256, 4 heads, ffn 1024, 512 positions, dropout 0.2."""
+    return dataclasses.replace(gpt2_small(), layers=4, embed_dim=256, ffn_dim=1024, attention_heads=4,
+                               max_positions=512, dropout=0.2, attention_dropout=0.1)
+
+
+@MODELS.preset("gpt_tiny")
+def gpt_tiny() -> TransformerLMConfig:
+    """For tests and CPU smoke runs: 2 layers, C 64, 4 heads, ffn 128, 256 positions."""
+    return dataclasses.replace(gpt2_small(), layers=2, embed_dim=64, ffn_dim=128, attention_heads=4, max_positions=256)
+
+
+@MODELS.register("transformer_lm", TransformerLMConfig)
+class TransformerLM(LanguageModel):
+    """Decoder-only Transformer; ``build(cfg, dictionary)`` is the registry builder."""
+
+    def __init__(self, cfg: TransformerLMConfig, dictionary: Dictionary):
+        super().__init__()
+        self.cfg = cfg
+        C, V = cfg.embed_dim, len(dictionary)
+        self.pad = dictionary.pad()
+        self.embed = nn.Embedding(V, C, padding_idx=self.pad)
+        nn.init.normal_(self.embed.weight, mean=0.0, std=C**-0.5)
+        with torch.no_grad():
+            self.embed.weight[self.pad].zero_()
+        self.embed_scale = math.sqrt(C) if cfg.scale_embedding else 1.0
+        self.positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
+        self.layers = nn.ModuleList(
+            EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
+                         cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
+            for _ in range(cfg.layers))
+        self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
+        self.head = LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
+                           cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
+
+    @classmethod
+    def build(cls, cfg: TransformerLMConfig, dictionary: Dictionary) -> "TransformerLM":
+        return cls(cfg, dictionary)
+
+    def max_positions(self) -> Tuple[int, int]:
+        return self.cfg.max_positions, self.cfg.max_positions
+
+    def features(self, src_tokens: torch.Tensor) -> torch.Tensor:
+        """``(B, T)`` -> last layer's normalized output ``(B, T, C)``; position t sees tokens 0..t only."""
+        T = src_tokens.size(1)
+        if T > self.cfg.max_positions:
+            raise SeqkitError(f"input of {T} tokens exceeds model.max_positions={self.cfg.max_positions}")
+        x = self.embed_scale * self.embed(src_tokens) + self.positions(T)  # (B, T, C)
+        x = dropout(x, self.cfg.dropout, self.training)
+        # right padding needs no mask: causal attention keeps every real position off the pads after it
+        for layer in self.layers:
+            x, _ = layer.forward_kv(x, is_causal=T > 1)
+        return self.final_norm(x)
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                target: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = self.features(src_tokens)  # (B, T, C)
+        if target is None:
+            return self.head.logits(x)  # (B, T, V)
+        keep = target.ne(self.pad)  # (B, T)
+        out = x.new_zeros(target.shape, dtype=torch.promote_types(x.dtype, torch.float32))
+        out[keep] = self.head.target_log_probs(x[keep], target[keep]).to(out.dtype)
+        return out  # (B, T) log-probs of the targets, 0 at pads
+
+    # -- generation ---------------------------------------------------------------------------
+    def prefill(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> Tuple[torch.Tensor, Cache]:
+        B, P = src_tokens.shape
+        if P > self.cfg.max_positions:
+            raise SeqkitError(f"a prompt of {P} tokens exceeds model.max_positions={self.cfg.max_positions}")
+        x = self.embed_scale * self.embed(src_tokens) + self.positions(P)  # (B, P, C)
+        state: Cache = {}
+        for i, layer in enumerate(self.layers):
+            x, (state[f"{i}.k"], state[f"{i}.v"]) = layer.forward_kv(x, is_causal=P > 1)  # (B, H, P, D)
+        last = self.final_norm(x)[torch.arange(B, device=x.device), src_lengths - 1]  # (B, C)
+        state["keep"] = torch.arange(P, device=x.device)[None, :] < src_lengths[:, None]  # (B, P) real prompt tokens
+        return self.head.logits(last), state
+
+    def step(self, tokens: torch.Tensor, state: Cache, positions: torch.Tensor) -> torch.Tensor:
+        order = state.pop("order", None)  # (B,) row of the cached keys/values each row continues
+        keep = torch.cat([state["keep"], state["keep"].new_ones(tokens.size(0), 1)], dim=1)  # (B, t + 1)
+        state["keep"] = keep
+        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, t + 1)
+        x = self.embed_scale * self.embed(tokens) + self.positions.at(positions)[:, None]  # (B, 1, C)
+        for i, layer in enumerate(self.layers):
+            x, (state[f"{i}.k"], state[f"{i}.v"]) = layer.forward_kv(
+                x, attn_mask=mask, kv=(state[f"{i}.k"], state[f"{i}.v"]), kv_order=order)
+        return self.head.logits(self.final_norm(x[:, 0]))  # (B, V)
+
+    def reorder_cache(self, cache: Cache, new_order: torch.Tensor, sentences_moved: bool) -> Cache:
+        """Keys/values are reordered lazily (the next step selects rows ``order`` while it extends
+        them); the small per-row tensors at once."""
+        cache = dict(cache)
+        pending = cache.get("order")
+        cache["order"] = new_order if pending is None else pending.index_select(0, new_order)
+        for k in ("keep", "lengths"):
+            cache[k] = cache[k].index_select(0, new_order)
+        return cache

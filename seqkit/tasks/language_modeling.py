@@ -1,0 +1,135 @@
+"""Causal language modeling: a folder written by ``seqkit-preprocess task=language_modeling``
+(one token stream per split, see :mod:`seqkit.data.lm_dataset` for how it becomes blocks) ->
+models of kind ``lm`` (:class:`seqkit.models.base.LanguageModel`).
+
+For generation the task looks like a translation task whose source is the prompt: the same
+``src_dict``/``tgt_dict`` (one dictionary), ``encode_source`` (``</s> w1 ... wn``, no final eos),
+``pieces`` and ``detokenize``, so ``seqkit-generate`` and the Translator drive it unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.indexed_dataset import IndexedDataset
+from seqkit.data.lm_dataset import BREAK_MODES, TokenBlockDataset
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.models.base import check_model_kind
+from seqkit.registry import CRITERIA, MODELS, TASKS
+from seqkit.tokenizers import Tokenizer, load_tokenizer
+
+DATA_KEY = "text"  # file names of a monolingual folder: dict.text.txt, {split}.text.bin (seqkit.preprocess.LM_KEY)
+
+
+@dataclass
+class LanguageModelingConfig:
+    name: str = arg("language_modeling", "registry name")
+    data: str = arg("data-bin", "folder written by seqkit-preprocess task=language_modeling")
+    tokens_per_sample: int = arg(512, "tokens scored per block (one training sample; <= the model's positions)", ge=1)
+    sample_break_mode: str = arg("none", "none: fixed-size blocks across lines; eos: one line per block; complete: "
+                                         "whole lines packed up to tokens_per_sample", choices=BREAK_MODES)
+    context_window: int = arg(0, "validation/evaluation: each block also reads up to this many earlier tokens "
+                                 "without scoring them (input length tokens_per_sample + context_window)", ge=0)
+
+
+@TASKS.register("language_modeling", LanguageModelingConfig)
+class LanguageModelingTask:
+    """Dictionary and tokenizer come from the data folder (training) or a checkpoint (inference)."""
+
+    model_kind = "lm"
+
+    def __init__(self, cfg: LanguageModelingConfig, state: Optional[Dict[str, Any]] = None):
+        self.cfg = cfg
+        if state is None:
+            state = self.folder_state(cfg.data)
+        self.dictionary = Dictionary.from_state_dict(state["dict"])
+        self.src_dict = self.tgt_dict = self.dictionary  # the generator's view: the prompt is the source
+        self._tokenizer_state = state.get("tokenizer")
+        self._tokenizer: Optional[Tokenizer] = None
+        self.ignore_index = self.dictionary.pad()  # unscored positions: padding and context windows
+
+    @staticmethod
+    def read_meta(data: str) -> Dict[str, Any]:
+        """The folder's ``preprocess.json``, checked to be a language-modeling folder."""
+        meta_path = os.path.join(data, "preprocess.json")
+        if not os.path.isfile(meta_path):
+            raise SeqkitError(f"{data} is not a seqkit-preprocess output folder (no preprocess.json)")
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+        made_for = meta.get("task", "translation")
+        if made_for != "language_modeling":
+            raise SeqkitError(f"{data} was preprocessed for task {made_for}, not language_modeling "
+                              "(seqkit-preprocess task=language_modeling ...)")
+        return meta
+
+    @classmethod
+    def folder_state(cls, data: str) -> Dict[str, Any]:
+        """Dictionary and tokenizer states of a language-modeling folder (every monolingual task's start)."""
+        cls.read_meta(data)
+        tok_path = os.path.join(data, f"tokenizer.{DATA_KEY}.pt")
+        return {
+            "dict": Dictionary.load(os.path.join(data, f"dict.{DATA_KEY}.txt")).state_dict(),
+            "tokenizer": torch.load(tok_path, map_location="cpu", weights_only=True) if os.path.isfile(tok_path) else None,
+        }
+
+    def checkpoint_state(self) -> Dict[str, Any]:
+        return {"dict": self.dictionary.state_dict(), "tokenizer": self._tokenizer_state}
+
+    # -- data ------------------------------------------------------------------------------------
+    def split_exists(self, split: str) -> bool:
+        return os.path.isfile(os.path.join(self.cfg.data, f"{split}.{DATA_KEY}.idx"))
+
+    def load_dataset(self, split: str, with_target: bool = True,
+                     context_window: Optional[int] = None) -> TokenBlockDataset:
+        """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train."""
+        prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
+        if not self.split_exists(split):
+            raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
+        data = IndexedDataset(prefix)
+        data.check_vocab(len(self.dictionary))
+        context = context_window if context_window is not None else 0 if split == "train" else self.cfg.context_window
+        return TokenBlockDataset(data, self.dictionary, self.cfg.tokens_per_sample, self.cfg.sample_break_mode, context)
+
+    def words(self, split: str) -> Optional[int]:
+        """Words in ``split`` as preprocess counted them (whitespace tokens + one per line), if known."""
+        return self.read_meta(self.cfg.data).get("words", {}).get(split)
+
+    # -- components ------------------------------------------------------------------------------
+    def build_model(self, model_cfg: Any) -> torch.nn.Module:
+        check_model_kind(model_cfg.name, self.model_kind, "language_modeling")
+        return MODELS.build(model_cfg, self.dictionary)
+
+    def build_criterion(self, criterion_cfg: Any) -> Callable:
+        return CRITERIA.build(criterion_cfg, self)
+
+    def metric_names(self) -> List[str]:
+        return ["loss", "nll_loss", "ppl"]
+
+    def valid_metrics(self, model: Any, dataset: Any, make_generator: Callable) -> Dict[str, float]:
+        return {}
+
+    # -- text <-> ids ------------------------------------------------------------------------------
+    def tokenizer(self, side: str = "tgt") -> Optional[Tokenizer]:
+        if self._tokenizer is None and self._tokenizer_state is not None:
+            self._tokenizer = load_tokenizer(self._tokenizer_state)
+        return self._tokenizer
+
+    def encode_source(self, line: str) -> List[int]:
+        """A prompt: ``</s>`` (what precedes every line in training) then its pieces, no final eos."""
+        tok = self.tokenizer()
+        pieces = tok.encode(line) if tok is not None else line.split()
+        return [self.dictionary.eos()] + self.dictionary.encode(pieces, append_eos=False)
+
+    def pieces(self, ids: Any, side: str = "tgt") -> List[str]:
+        return self.dictionary.string(ids)
+
+    def detokenize(self, pieces: List[str], side: str = "tgt") -> str:
+        tok = self.tokenizer()
+        return tok.decode(pieces) if tok is not None else " ".join(pieces)

@@ -1,0 +1,301 @@
+"""Causal language modeling: token blocks, the GPT and LSTM language models at tiny dimensions
+(frozen outputs, causality, incremental decoding = full forward), the adaptive softmax, training
+through the one trainer, eval-lm against a perplexity computed by hand, and prompt continuation."""
+
+import dataclasses
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import seqkit
+from seqkit.cli.common import ConfigBuilder
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.lm_dataset import block_bounds
+from seqkit.errors import SeqkitError
+from seqkit.eval_lm import EvalLMConfig, evaluate
+from seqkit.generation.load import load_for_inference
+from seqkit.generation.translator import Translator
+from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.registry import MODELS
+from seqkit.tokenizers.space import SpaceConfig
+from seqkit.training.config import TrainConfig
+from seqkit.training.trainer import Trainer
+
+seqkit.import_builtin_components()
+
+DICT = Dictionary([f"w{i}" for i in range(28)])  # 32 symbols: pad=0, <s>=1, </s>=2, unk=3
+LMS = {"transformer_lm": "gpt_tiny", "lstm_lm": "lstm_lm_tiny"}
+
+
+def build(name, seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = MODELS.choices()[LMS[name]]
+    off = {"dropout": 0.0}
+    if "attention_dropout" in {f.name for f in dataclasses.fields(cfg)}:
+        off.update(attention_dropout=0.0, layer_norm_impl="torch")
+    return MODELS.build(dataclasses.replace(cfg, **{**off, **kw}), DICT).double().eval()
+
+
+def tokens(B, T, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(4, len(DICT), (B, T), generator=g)
+
+
+# -- blocks ------------------------------------------------------------------------------------
+
+
+def test_block_bounds_for_each_break_mode():
+    sizes = np.array([3, 1, 5, 2])  # lines in the stream: [0,3) [3,4) [4,9) [9,11)
+    assert [b.tolist() for b in block_bounds(sizes, 4, "none")] == [[0, 4, 8], [4, 8, 11]]
+    assert [b.tolist() for b in block_bounds(sizes, 4, "eos")] == [[0, 3, 4, 8, 9], [3, 4, 8, 9, 11]]
+    # complete: whole lines while they fit; the 5-token line is cut alone
+    assert [b.tolist() for b in block_bounds(sizes, 4, "complete")] == [[0, 4, 8, 9], [4, 8, 9, 11]]
+    with pytest.raises(SeqkitError, match="sample_break_mode"):
+        block_bounds(sizes, 4, "sentence")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A small corpus with structure to learn (each line counts up from a random word), binarized."""
+    root = tmp_path_factory.mktemp("lm")
+    rng = random.Random(0)
+    words = [f"v{i}" for i in range(12)]
+
+    def line():
+        start = rng.randrange(len(words))
+        return " ".join(words[(start + k) % len(words)] for k in range(rng.randint(3, 9)))
+
+    for split, n in (("train", 300), ("valid", 30)):
+        lines = [line() if i % 7 else "" for i in range(n)]  # an empty line now and then: a lone eos
+        (root / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = PreprocessConfig(task="language_modeling", trainpref=str(root / "train.txt"),
+                           validpref=str(root / "valid.txt"), destdir=str(root / "bin"), tokenizer=SpaceConfig())
+    preprocess(cfg)
+    return root
+
+
+def lm_task(data, **kw):
+    from seqkit.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
+
+    return LanguageModelingTask(LanguageModelingConfig(data=str(data), **kw))
+
+
+def test_preprocess_keeps_every_line_and_counts_words(corpus):
+    meta = json.loads((corpus / "bin" / "preprocess.json").read_text())
+    assert meta["task"] == "language_modeling"
+    lines = (corpus / "valid.txt").read_text().splitlines()
+    assert meta["words"]["valid"] == sum(len(s.split()) + 1 for s in lines)
+    ds = lm_task(corpus / "bin", tokens_per_sample=16).load_dataset("valid")
+    assert ds.num_scored == meta["words"]["valid"]  # word-level: one token per word and per line end
+    assert int((ds.stream == 2).sum()) == len(lines)  # empty lines kept as a lone eos
+
+
+def test_blocks_shift_by_one_and_context_is_read_not_scored(corpus):
+    task = lm_task(corpus / "bin", tokens_per_sample=8, context_window=5)
+    ds = task.load_dataset("valid")
+    stream = torch.from_numpy(ds.stream.astype(np.int64))
+    sample = ds.collate([0, 1, 2])
+    src, tgt = sample["net_input"]["src_tokens"], sample["target"]
+    assert src[0, 0] == 2 and torch.equal(tgt[0, :8], stream[:8])  # first block: eos, then the stream
+    assert torch.equal(src[0, 1:8], stream[:7]) and not tgt[0, 8:].any()  # (right-padded to block 1's 13)
+    # block 1 scores stream[8:16] after 5 tokens of context: input stream[2:15], target pad x5 + stream[8:16]
+    assert torch.equal(src[1], stream[2:15]) and torch.equal(tgt[1, :5], torch.zeros(5, dtype=torch.long))
+    assert torch.equal(tgt[1, 5:], stream[8:16])
+    scored = sum(int(ds.collate([i])["target"].ne(0).sum()) for i in range(len(ds)))
+    assert scored == ds.num_scored == len(stream)  # every token once
+    assert task.load_dataset("train").input_starts.tolist() == task.load_dataset("train").starts.tolist()
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+FROZEN = {  # logits[0, -1, 4:8] of tokens(2, 6) through the seed-0 tiny model (float64)
+    "transformer_lm": [0.19486512, 1.95469177, 0.06380457, 0.43623396],
+    "lstm_lm": [0.01701198, -0.01102608, 0.00222893, -0.01835218],
+}
+
+
+@pytest.mark.parametrize("name", sorted(LMS))
+def test_frozen_outputs(name):
+    logits = build(name)(tokens(2, 6), torch.tensor([6, 6]))
+    assert logits.shape == (2, 6, len(DICT))
+    assert logits[0, -1, 4:8].tolist() == pytest.approx(FROZEN[name], abs=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(LMS))
+def test_a_position_never_sees_the_future(name):
+    model = build(name)
+    x = tokens(2, 10)
+    before = model(x, torch.tensor([10, 10]))
+    for j in (3, 7):
+        y = x.clone()
+        y[:, j] = (y[:, j] - 4 + 1) % (len(DICT) - 4) + 4  # another real token at position j
+        after = model(y, torch.tensor([10, 10]))
+        assert torch.allclose(before[:, :j], after[:, :j], atol=1e-12)  # earlier outputs unchanged
+        assert not torch.allclose(before[:, j], after[:, j])  # position j itself reads token j
+
+
+@pytest.mark.parametrize("name", sorted(LMS))
+def test_prefill_and_steps_equal_the_full_forward(name):
+    """Right-padded prompts of different lengths, then tokens fed one step at a time."""
+    model = build(name)
+    full = tokens(3, 9, seed=1)  # each row: prompt of length P_i, then continuation
+    lengths = torch.tensor([4, 2, 6])
+    prompts = full[:, :6].clone()
+    for i, n in enumerate(lengths.tolist()):
+        prompts[i, n:] = 0
+    with torch.no_grad():
+        ref = model(full, torch.tensor([9, 9, 9]))  # (3, 9, V)
+        logits, state = model.prefill(prompts, lengths)
+        rows = torch.arange(3)
+        assert torch.allclose(logits, ref[rows, lengths - 1], atol=1e-10)
+        for k in range(3):  # feed full[i, P_i + k] at position P_i + k
+            pos = lengths + k
+            logits = model.step(full[rows, pos][:, None], state, pos)
+            assert torch.allclose(logits, ref[rows, pos], atol=1e-10)
+
+
+def test_adaptive_softmax_scores_targets_as_its_full_distribution():
+    model = build("transformer_lm", adaptive_softmax_cutoff=[8, 20], share_input_output_embed=False)
+    x, target = tokens(2, 7), tokens(2, 7, seed=3)
+    target[1, 5:] = 0  # padding: not scored
+    lp = model(x, torch.tensor([7, 7]), target=target)  # (B, T)
+    full = model(x, torch.tensor([7, 7])).log_softmax(-1)  # already log-probs: log_softmax keeps them
+    assert torch.allclose(full.exp().sum(-1), torch.ones(2, 7, dtype=full.dtype), atol=1e-6)
+    ref = full.gather(-1, target[..., None]).squeeze(-1).masked_fill(target.eq(0), 0.0)
+    assert torch.allclose(lp.double(), ref, atol=1e-5)
+    with pytest.raises(SeqkitError, match="share_input_output_embed=false"):
+        build("transformer_lm", adaptive_softmax_cutoff=[8, 20])
+    with pytest.raises(SeqkitError, match="cutoffs must increase"):
+        build("lstm_lm", adaptive_softmax_cutoff=[20, 8], share_input_output_embed=False)
+
+
+# -- training, eval-lm, generation ---------------------------------------------------------------
+
+
+def train(corpus, save_dir, model, *extra):
+    overrides = ["task=language_modeling", f"task.data={corpus / 'bin'}", "task.tokens_per_sample=16",
+                 f"checkpoint.save_dir={save_dir}", f"model={model}", "criterion=cross_entropy",
+                 "optimizer=adam", "optimizer.lr=0.01", "lr_scheduler=fixed", "dataset.max_tokens=256",
+                 "optimization.max_update=60", "common.log_format=json", "common.threads=1", *extra]
+    trainer = Trainer(OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(overrides)))
+    result = trainer.run()
+    return trainer, result, save_dir / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    return {name: train(corpus, tmp_path_factory.mktemp(name), preset, f"optimizer.lr={lr}")
+            for name, preset, lr in (("gpt", "gpt_tiny", 0.01), ("lstm", "lstm_lm_tiny", 0.1))}
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm"])
+def test_training_beats_the_unigram_baseline(corpus, trained, name):
+    counts = np.bincount(lm_task(corpus / "bin").load_dataset("train").stream.astype(np.int64))
+    p = counts[counts > 0] / counts.sum()
+    unigram_bits = float(-(p * np.log2(p)).sum())
+    _, result, _ = trained[name]
+    assert result["valid"]["nll_loss"] < 0.6 * unigram_bits  # counting lines are very predictable
+
+
+def hand_nll(model, stream, block, context):
+    """Sum of -log p over the stream, scored block by block with up to ``context`` earlier tokens."""
+    total = 0.0
+    for a in range(0, len(stream), block):
+        b, s = min(a + block, len(stream)), max(0, a - context)
+        inputs = torch.cat([torch.tensor([2] if s == 0 else [int(stream[s - 1])]), stream[s : b - 1]])
+        with torch.no_grad():
+            lp = model(inputs[None], torch.tensor([len(inputs)])).double().log_softmax(-1)[0]  # (L, V)
+        total -= float(lp[a - s :].gather(1, stream[a:b, None]).sum())
+    return total
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm"])
+@pytest.mark.parametrize("context", [0, 6])
+def test_eval_lm_equals_the_perplexity_by_hand(corpus, trained, name, context):
+    ck = trained[name][2]
+    cfg = EvalLMConfig(task=OmegaConf.create({"data": str(corpus / "bin")}), path=str(ck), gen_subset="valid",
+                       tokens_per_sample=10, context_window=context, max_tokens=64)
+    r = evaluate(cfg)
+    _, model = load_for_inference(str(ck))
+    model.eval()
+    stream = torch.from_numpy(lm_task(corpus / "bin").load_dataset("valid").stream.astype(np.int64))
+    nll = hand_nll(model, stream, 10, context)
+    assert r["tokens"] == len(stream) == r["words"]
+    assert r["ppl"] == pytest.approx(math.exp(nll / len(stream)), abs=0.0051)  # printed to 2 decimals
+    assert r["word_ppl"] == r["ppl"]  # word-level vocabulary: a token is a word
+    assert r["ppl"] < r["unigram_ppl"] < 16  # the model beats the no-context baseline
+    assert r["loss"] == pytest.approx(nll / len(stream) / math.log(2), abs=1e-4)
+
+
+def test_eval_lm_rejects_blocks_beyond_the_positions(corpus, trained):
+    cfg = EvalLMConfig(task=OmegaConf.create({"data": str(corpus / "bin")}), path=str(trained["gpt"][2]),
+                       gen_subset="train", tokens_per_sample=200, context_window=100)
+    with pytest.raises(SeqkitError, match="exceeds the model's 256 positions"):
+        evaluate(cfg)
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm"])
+def test_prompts_continue_alike_batched_or_one_by_one(trained, name):
+    ck = str(trained[name][2])
+    t = Translator.from_checkpoint(ck, beam=1, max_len_b=8)
+    prompts = ["v3 v4", "v7", "v1 v2 v3 v4 v5", "v10 v11"]
+    batched = t.translate(prompts)
+    assert batched == [t.translate([p])[0] for p in prompts]
+    assert batched[0].split()[:2] == ["v5", "v6"]  # the model learnt to count
+    beam = Translator.from_checkpoint(ck, beam=4, nbest=2, max_len_b=8).translate_nbest(prompts[:2])
+    assert all(len(n) == 2 and n[0]["score"] >= n[1]["score"] for n in beam)
+
+
+def test_sampling_is_seeded_and_respects_top_k(trained):
+    t = Translator.from_checkpoint(str(trained["gpt"][2]), beam=3, sampling=True, sampling_topk=2, max_len_b=6,
+                                   nbest=3)
+    torch.manual_seed(5)
+    a = t.translate_nbest(["v3"])
+    torch.manual_seed(5)
+    assert a == t.translate_nbest(["v3"])
+
+
+def test_generation_longer_than_the_positions_is_one_clear_error(trained):
+    t = Translator.from_checkpoint(str(trained["gpt"][2]), beam=1, max_len_b=300)
+    with pytest.raises(SeqkitError, match="lower generation.max_len_b"):
+        t.translate(["v1"])
+
+
+def test_a_translation_model_is_refused_by_the_lm_task(corpus, tmp_path):
+    with pytest.raises(SeqkitError, match="task language_modeling trains lm models"):
+        train(corpus, tmp_path, "transformer_tiny")
+
+
+def test_preprocess_language_modeling_bad_input(tmp_path):
+    with pytest.raises(SeqkitError, match="file not found"):
+        preprocess(PreprocessConfig(task="language_modeling", trainpref=str(tmp_path / "nope.txt"),
+                                    destdir=str(tmp_path / "bin"), tokenizer=SpaceConfig()))
+    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
+    with pytest.raises(SeqkitError, match="no training sentences"):
+        preprocess(PreprocessConfig(task="language_modeling", trainpref=str(tmp_path / "empty.txt"),
+                                    destdir=str(tmp_path / "bin"), tokenizer=SpaceConfig()))
+    assert not (tmp_path / "bin").exists()
+
+
+def test_eval_lm_bad_input_is_one_line(corpus, tmp_path, trained):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+
+    def run(*args):
+        p = subprocess.run(["seqkit-eval-lm", *args], capture_output=True, text=True, env=env, timeout=120)
+        errors = [line for line in p.stderr.strip().splitlines() if " | INFO | " not in line]  # progress lines aside
+        assert p.returncode == 1 and len(errors) == 1 and errors[0].startswith("seqkit-eval-lm: error: "), p.stderr
+        return errors[0]
+
+    assert "not found" in run(f"path={tmp_path / 'none.pt'}", f"task.data={corpus / 'bin'}")
+    assert "no split 'nope'" in run(f"path={trained['gpt'][2]}", f"task.data={corpus / 'bin'}", "gen_subset=nope")
+    assert "unknown config key" in run(f"path={trained['gpt'][2]}", "context=3")
