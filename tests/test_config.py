@@ -43,7 +43,7 @@ def test_compose_defaults_and_overrides():
 
 
 @pytest.mark.parametrize("override, message", [
-    ("model=nope", "rnn, transformer, transformer_base, transformer_big"),
+    ("model=nope", "transformer, transformer_base, transformer_big"),
     ("optimizer.foo=1", "unknown config key 'optimizer.foo'; valid keys of optimizer 'adam': name, lr, betas"),
     ("bogus=1", "unknown config key 'bogus'; valid keys of train: common, dataset"),
     ("dataset.nope=3", "valid keys of train.dataset: max_tokens"),
