@@ -135,12 +135,8 @@ class ELMo(LanguageModel):
         following = following.masked_fill(torch.arange(target.size(1), device=target.device)[None, :]
                                           == (lengths - 1)[:, None], self.eos)
         f, b = self._directions(src_tokens, following, lengths)
-        keep = target.ne(self.pad)
-        out = f[-1].new_zeros(target.shape, dtype=torch.promote_types(f[-1].dtype, torch.float32))
-        for h in (f[-1], b[-1]):
-            h = dropout(h, self.cfg.dropout, self.training)
-            out[keep] += 0.5 * self.head.target_log_probs(h[keep], target[keep]).to(out.dtype)
-        return out
+        drop = self.cfg.dropout
+        return 0.5 * sum(self.head.scored(dropout(h, drop, self.training), target, self.pad) for h in (f[-1], b[-1]))
 
     def layer_representations(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``(L + 1, B, T, 2H)``: ``[x; x]`` for the embeddings, then ``[forward_l; backward_l]``,

@@ -107,10 +107,7 @@ class LSTMLM(LanguageModel):
         x = self._out(h)
         if target is None:
             return self.head.logits(x)  # (B, T, V)
-        keep = target.ne(self.pad)
-        out = x.new_zeros(target.shape, dtype=torch.promote_types(x.dtype, torch.float32))
-        out[keep] = self.head.target_log_probs(x[keep], target[keep]).to(out.dtype)
-        return out  # (B, T)
+        return self.head.scored(x, target, self.pad)  # (B, T)
 
     # -- generation ---------------------------------------------------------------------------
     def prefill(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> Tuple[torch.Tensor, Cache]:

@@ -126,10 +126,7 @@ class TransformerLM(LanguageModel):
         x = self.features(src_tokens)  # (B, T, C)
         if target is None:
             return self.head.logits(x)  # (B, T, V)
-        keep = target.ne(self.pad)  # (B, T)
-        out = x.new_zeros(target.shape, dtype=torch.promote_types(x.dtype, torch.float32))
-        out[keep] = self.head.target_log_probs(x[keep], target[keep]).to(out.dtype)
-        return out  # (B, T) log-probs of the targets, 0 at pads
+        return self.head.scored(x, target, self.pad)  # (B, T) log-probs of the targets, 0 at pads
 
     # -- generation ---------------------------------------------------------------------------
     def prefill(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> Tuple[torch.Tensor, Cache]:

@@ -63,3 +63,11 @@ class LMHead(nn.Module):
             lprobs = logits.log_softmax(-1, dtype=torch.promote_types(logits.dtype, torch.float32))
             return lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
         return self.adaptive(x, target).output
+
+    def scored(self, x: torch.Tensor, target: torch.Tensor, pad: int) -> torch.Tensor:
+        """``x`` ``(B, T, C)``, ``target`` ``(B, T)`` -> each target's log-prob ``(B, T)``, 0 at ``pad``;
+        only the scored positions go through the output layer."""
+        keep = target.ne(pad)
+        out = x.new_zeros(target.shape, dtype=torch.promote_types(x.dtype, torch.float32))
+        out[keep] = self.target_log_probs(x[keep], target[keep]).to(out.dtype)
+        return out
