@@ -1,5 +1,5 @@
-"""``seqkit-eval-lm``: perplexity of a language-model checkpoint on a binarized split; one JSON
-line on stdout (per-token and per-word perplexity), a readable line on stderr."""
+"""``seqkit-eval-lm``: perplexity of a language-model checkpoint on a binarized split (or loss and
+accuracy of a masked-LM / denoising one); one JSON line on stdout, a readable line on stderr."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ def eval_lm(argv: Optional[List[str]] = None) -> None:
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("eval_lm", EvalLMConfig), argv, PROG))
     setup_logging()
     r = evaluate(cfg)
+    if "scored_tokens" in r:  # a masked-LM or denoising checkpoint
+        logging.getLogger("seqkit.eval_lm").info(
+            "%s: %d scored tokens, loss %.4f (base 2), accuracy %.2f%% (top-5 %.2f%%)%s", r["split"], r["scored_tokens"],
+            r["loss"], r["accuracy"], r["top5_accuracy"],
+            f"; unigram baseline of these targets: loss {r['unigram_loss']}, accuracy {r['unigram_accuracy']}%" if "unigram_loss" in r else "")
+        print(json.dumps(r))
+        return
     word = f", per-word perplexity {r['word_ppl']} over {r['words']} words" if "word_ppl" in r else ""
     word += f", unigram baseline {r['unigram_ppl']}" if "unigram_ppl" in r else ""
     logging.getLogger("seqkit.eval_lm").info(

@@ -1,4 +1,6 @@
-"""Perplexity of a language-model checkpoint on a binarized split (``seqkit-eval-lm``).
+"""Perplexity of a language-model checkpoint on a binarized split (``seqkit-eval-lm``), or the
+loss and accuracy at the scored positions of a masked-LM or denoising checkpoint
+(:func:`evaluate_noised`), each beside the unigram baseline of the same vocabulary.
 
 Every token of the split is scored exactly once. With ``context_window`` C the split is cut into
 blocks of ``tokens_per_sample`` T scored tokens, each reading up to C earlier tokens first (input
@@ -15,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from omegaconf import MISSING
@@ -23,6 +25,8 @@ from omegaconf import MISSING
 from seqkit.common_config import CommonConfig
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
+
+NOISED = ("masked_lm", "denoising")  # tasks scored at masked / noised positions, not as a stream
 
 
 @dataclass
@@ -48,12 +52,21 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     overrides: Dict[str, Any] = {"data": cfg.task.data, "context_window": cfg.context_window}
     if cfg.tokens_per_sample:
         overrides["tokens_per_sample"] = cfg.tokens_per_sample
-    task, model = load_for_inference(cfg.path, overrides)
-    if getattr(task, "model_kind", None) != "lm":
-        raise SeqkitError(f"{cfg.path} holds a {getattr(task, 'model_kind', 'seq2seq')} model; seqkit-eval-lm "
-                          "scores language models")
+    from seqkit.training import checkpoints
+
+    state = checkpoints.load(cfg.path)
+    task_name = state["cfg"]["task"].get("name")
+    if task_name in NOISED:  # masks or noise, no context window: only the data folder changes
+        overrides = {"data": cfg.task.data}
+    task, model = load_for_inference(cfg.path, overrides, state)
+    del state
+    if task_name not in NOISED and getattr(task, "model_kind", None) != "lm":
+        raise SeqkitError(f"{cfg.path} holds a {getattr(task, 'model_kind', 'seq2seq')} model of task {task_name}; "
+                          f"seqkit-eval-lm scores the pretraining tasks: language_modeling, {', '.join(NOISED)}")
     device = pick_device(cfg.common.device, 0)
     model = model.to(device).eval()
+    if task_name in NOISED:
+        return evaluate_noised(cfg, task, model, device)
     ds = task.load_dataset(cfg.gen_subset, context_window=cfg.context_window)
     limit = model.max_positions()[0]
     if len(ds.too_long(limit, limit)):
@@ -102,3 +115,53 @@ def unigram_nll(task: Any, stream: Any) -> Optional[float]:
     counts = np.bincount(task.load_dataset("train").stream.astype(np.int64), minlength=V).astype(np.float64) + 1.0
     logp = np.log(counts / counts.sum())
     return float(-logp[np.asarray(stream, dtype=np.int64)].sum())
+
+
+def _scored(task: Any, model: Any, sample: Dict[str, Any], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Logits ``(N, V)`` and targets ``(N,)`` of the scored positions of a batch: the masked ones
+    (masked LM; ELECTRA's are its generator's) or the target tokens (denoising, teacher-forced)."""
+    ni = {k: v.to(device) for k, v in sample["net_input"].items() if not k.startswith("sbo_")}
+    target = sample["target"].to(device)
+    if task.model_kind == "masked_lm":
+        return model(**ni)["mlm"].float(), target  # already (N, V) and (N,)
+    logits = model(**ni).float()  # (B, T, V)
+    keep = target.ne(task.ignore_index)
+    return logits[keep], target[keep]
+
+
+def evaluate_noised(cfg: EvalLMConfig, task: Any, model: Any, device: torch.device) -> Dict[str, Any]:
+    """A masked-LM or denoising checkpoint on ``cfg.gen_subset``, masked or noised as validation does
+    it (the same, with the run's seed): loss and top-1 / top-5 accuracy at the scored positions,
+    beside the unigram baseline's loss and top-1 accuracy on the same positions."""
+    import numpy as np
+
+    ds = task.load_dataset(cfg.gen_subset)
+    nll, correct, correct5, count = 0.0, 0, 0, 0
+    targets = []
+    with torch.inference_mode():
+        for batch in ds.batches(cfg.max_tokens, shuffle=False):
+            logits, target = _scored(task, model, ds.collate(batch), device)  # (N, V), (N,)
+            nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+            top5 = logits.topk(min(5, logits.size(-1)), dim=-1).indices  # (N, 5)
+            correct += int(top5[:, 0].eq(target).sum())
+            correct5 += int(top5.eq(target[:, None]).any(-1).sum())
+            count += target.numel()
+            targets.append(target.cpu().numpy())
+    if not count:
+        raise SeqkitError(f"no masked position in split {cfg.gen_subset}")
+    out: Dict[str, Any] = {
+        "split": cfg.gen_subset,
+        "scored_tokens": count,
+        "loss": round(nll / count / math.log(2), 4),
+        "ppl": round(math.exp(min(nll / count, 700.0)), 2),
+        "accuracy": round(100.0 * correct / count, 2),
+        "top5_accuracy": round(100.0 * correct5 / count, 2),
+    }
+    # the baseline: the unigram distribution of these very targets, the best any context-free guess
+    # can do on them (T5's sentinels or BART's </s> would get no fair share from training counts)
+    t = np.concatenate(targets)
+    p = np.bincount(t) / len(t)
+    p = p[p > 0]
+    out["unigram_loss"] = round(float(-(p * np.log2(p)).sum()), 4)
+    out["unigram_accuracy"] = round(100.0 * float(p.max()), 2)
+    return out

@@ -76,6 +76,9 @@ class PreprocessConfig:
     label_column: str = arg("label", "classification: TSV column holding the label (a split without it is unlabelled)")
     word_column: int = arg(0, "tagging: CoNLL column holding the word (negative: from the end)")
     tag_column: int = arg(-1, "tagging: CoNLL column holding the tag (negative: from the end)")
+    vocab_from: Optional[str] = arg(None, "classification / tagging: reuse the tokenizer and dictionary of this "
+                                          "pretraining checkpoint or language_modeling folder instead of learning new "
+                                          "ones (for model=pretrained_classifier / pretrained_tagger)")
 
 
 # ---------------------------------------------------------------------------------------- inputs

@@ -82,6 +82,27 @@ def encode_example(tok: Tokenizer, d: Dictionary, texts: Tuple[str, ...], per_to
     return ids, starts
 
 
+def pretrained_vocabulary(path: str) -> Tuple[Tokenizer, Dictionary]:
+    """Tokenizer and dictionary of a pretraining checkpoint (its task's own, before ``<mask>`` or
+    sentinels are added) or of a ``task=language_modeling`` folder."""
+    from seqkit.tasks.language_modeling import LanguageModelingTask
+    from seqkit.tokenizers import load_tokenizer
+    from seqkit.training import checkpoints
+
+    if os.path.isdir(path):
+        state = LanguageModelingTask.folder_state(path)
+    elif os.path.isfile(path):
+        state = checkpoints.load(path).get("task_state") or {}
+        if "dict" not in state:
+            raise SeqkitError(f"vocab_from={path} is not a pretraining checkpoint (task language_modeling, "
+                              "masked_lm or denoising)")
+    else:
+        raise SeqkitError(f"vocab_from={path}: no such checkpoint or folder")
+    if state.get("tokenizer") is None:
+        raise SeqkitError(f"vocab_from={path} holds no tokenizer")
+    return load_tokenizer(state["tokenizer"]), Dictionary.from_state_dict(state["dict"])
+
+
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
     from seqkit.preprocess import _save_torch, _train_tokenizers
 
@@ -103,15 +124,20 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
     log.info("read %s: %s", ", ".join(f"{s} {len(sp.texts)}" for s, sp in data.items()),
              f"{len(labels)} labels" + (" (sentence pairs)" if pairs else ""))
 
+    pretrained = pretrained_vocabulary(cfg.vocab_from) if cfg.vocab_from else None
     with staged_dir(dest, cfg.overwrite) as out:
-        tok = _train_tokenizers(tok_cfg, True, ["input"], {"input": train_lines})["input"]
-        counts: Counter = Counter()
-        for texts in data["train"].texts:
-            for text in texts:
-                counts.update(tok.encode(text))
-        for piece in getattr(tok, "vocab_pieces", list)():
-            counts.setdefault(piece, 0)
-        d = Dictionary.build(counts, threshold=cfg.thresholdsrc, nwords=cfg.nwordssrc)
+        if pretrained is not None:
+            tok, d = pretrained
+            tok_cfg = tok.cfg
+        else:
+            tok = _train_tokenizers(tok_cfg, True, ["input"], {"input": train_lines})["input"]
+            counts: Counter = Counter()
+            for texts in data["train"].texts:
+                for text in texts:
+                    counts.update(tok.encode(text))
+            for piece in getattr(tok, "vocab_pieces", list)():
+                counts.setdefault(piece, 0)
+            d = Dictionary.build(counts, threshold=cfg.thresholdsrc, nwords=cfg.nwordssrc)
         d.save(os.path.join(out, "dict.input.txt"))
         _save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
         label_counts = Counter(x for ls in data["train"].labels for x in (ls if per_token else [ls]))
@@ -146,6 +172,7 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
             "pairs": pairs,
             "labels": labels,
             "tokenizer": to_plain(tok_cfg),
+            "vocab_from": cfg.vocab_from,
             "splits": {split: len(sp.texts) for split, sp in data.items()},
             "stats": stats,
         }

@@ -11,15 +11,18 @@ from seqkit.errors import SeqkitError
 from seqkit.registry import MODELS, TASKS
 
 
-def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = None) -> Tuple[Any, torch.nn.Module]:
+def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = None,
+                       state: Optional[Dict[str, Any]] = None) -> Tuple[Any, torch.nn.Module]:
     """``(task, model)`` from ``path``: the task from the checkpoint's task state (dictionaries,
     labels, tokenizer), the model from its config and weights, on CPU. ``task_overrides`` changes
-    task config fields (e.g. ``data`` to locate binarized splits)."""
+    task config fields (e.g. ``data`` to locate binarized splits); ``state``: the checkpoint
+    already read from ``path``."""
     import seqkit
     from seqkit.training import checkpoints
 
     seqkit.import_builtin_components()
-    state = checkpoints.load(path)
+    if state is None:
+        state = checkpoints.load(path)
     cfg = state["cfg"]
     user_dir = cfg.get("common", {}).get("user_dir")
     if user_dir and os.path.isdir(user_dir):  # the run's plugins, as fairseq re-imports them

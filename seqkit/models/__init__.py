@@ -9,4 +9,5 @@ from seqkit.models import convs2s  # noqa: F401
 from seqkit.models import bilstm, cbow, kim_cnn, transformer_encoder  # noqa: F401
 from seqkit.models import elmo, lstm_lm, transformer_lm  # noqa: F401
 from seqkit.models import bert, electra  # noqa: F401
+from seqkit.models import pretrained  # noqa: F401
 from seqkit.models.base import EncoderClassifierModel, EncoderDecoderModel, LanguageModel  # noqa: F401

@@ -15,6 +15,13 @@ those kinds when given another (``task=classification model=transformer`` is one
   dictionary)``; ``forward(src_tokens, src_lengths, segments=None, masked_tokens=None, ...)`` gives
   a dict of head outputs (``mlm``: logits at the masked positions ``(N, V)``).
 
+Pretraining models (``lm``, ``masked_lm`` and the ``seq2seq`` Transformer that ``denoising``
+trains) also offer fine-tuning one reading, used by :mod:`seqkit.models.pretrained`:
+``transfer_features(src_tokens, src_lengths, segments=None)`` -> ``(B, S, C)`` contextual vectors
+(or ``(L, B, S, C)`` layers to mix, with ``transfer_layers`` L), ``transfer_dim`` C,
+``transfer_pooling`` (``first`` / ``last`` / ``mean``) and ``pretraining_heads`` (the submodules
+fine-tuning drops).
+
 The rest of this docstring is about encoder-decoder models.
 
 The trainer calls ``forward``; the generator calls ``encode`` once, then ``decode_step`` once per

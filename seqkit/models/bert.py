@@ -30,7 +30,8 @@ from torch import nn
 from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.models.modules.norm import layer_norm
-from seqkit.models.transformer_encoder import PoolerHead, TransformerEncoder, TransformerEncoderConfig
+from seqkit.models.transformer_encoder import (EncoderTransfer, PoolerHead, TransformerEncoder,
+                                               TransformerEncoderConfig)
 from seqkit.registry import MODELS
 
 
@@ -171,7 +172,7 @@ class SpanBoundaryHead(nn.Module):
 
 
 @MODELS.register("bert", BertConfig)
-class BertModel(nn.Module):
+class BertModel(EncoderTransfer, nn.Module):
     """Encoder + masked-LM head (+ sentence head, + span-boundary head); see the module docstring."""
 
     kind = "masked_lm"
@@ -192,6 +193,8 @@ class BertModel(nn.Module):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
+
+    pretraining_heads = ("mlm_head", "sentence_head", "span_head")  # fine-tuning drops them (EncoderTransfer)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, segments: Optional[torch.Tensor] = None,
                 masked_tokens: Optional[torch.Tensor] = None, sbo_left: Optional[torch.Tensor] = None,

@@ -25,7 +25,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.noising import replaced_token_labels
 from seqkit.dataclass_utils import arg
 from seqkit.models.bert import MaskedLMHead
-from seqkit.models.transformer_encoder import TransformerEncoder, TransformerEncoderConfig
+from seqkit.models.transformer_encoder import EncoderTransfer, TransformerEncoder, TransformerEncoderConfig
 from seqkit.registry import MODELS
 
 
@@ -67,7 +67,7 @@ def electra_base() -> ElectraConfig:
 
 
 @MODELS.register("electra", ElectraConfig)
-class ElectraModel(nn.Module):
+class ElectraModel(EncoderTransfer, nn.Module):
     kind = "masked_lm"
     has_sentence_head = False
     has_span_head = False
@@ -93,6 +93,9 @@ class ElectraModel(nn.Module):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
+
+    # fine-tuning keeps the discriminator (EncoderTransfer) and drops the rest
+    pretraining_heads = ("generator", "generator_head", "disc_dense", "disc_out")
 
     def discriminate(self, tokens: torch.Tensor, segments: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Replaced-token logits ``(B, S)`` (> 0: replaced)."""

@@ -138,6 +138,23 @@ class ELMo(LanguageModel):
         drop = self.cfg.dropout
         return 0.5 * sum(self.head.scored(dropout(h, drop, self.training), target, self.pad) for h in (f[-1], b[-1]))
 
+    # -- transfer (seqkit.models.pretrained) ----------------------------------------------------
+    transfer_pooling = "mean"
+    pretraining_heads = ("head",)
+
+    @property
+    def transfer_dim(self) -> int:
+        return 2 * self.cfg.dim
+
+    @property
+    def transfer_layers(self) -> int:
+        return self.cfg.layers + 1  # the embeddings, then each LSTM layer
+
+    def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Every layer ``(L + 1, B, S, 2H)``: the fine-tuned model mixes them with its own ScalarMix."""
+        return self.layer_representations(src_tokens, src_lengths)
+
     def layer_representations(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``(L + 1, B, T, 2H)``: ``[x; x]`` for the embeddings, then ``[forward_l; backward_l]``,
         each direction having read token t (right-padded ``tokens`` ``(B, T)``)."""

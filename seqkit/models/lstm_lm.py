@@ -99,6 +99,19 @@ class LSTMLM(LanguageModel):
         h = dropout(h, self.cfg.dropout, self.training)
         return self.proj(h) if self.proj is not None else h
 
+    # -- transfer (seqkit.models.pretrained) ----------------------------------------------------
+    transfer_pooling = "last"  # the final </s> has read the whole sentence
+    pretraining_heads = ("head", "proj")
+
+    @property
+    def transfer_dim(self) -> int:
+        return self.cfg.hidden_dim
+
+    def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        h, _ = self.lstm(dropout(self.embed(src_tokens), self.cfg.dropout, self.training))
+        return h  # (B, S, H)
+
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 target: Optional[torch.Tensor] = None) -> torch.Tensor:
         # right padding needs no packing: the LSTM reads left to right, real positions never see pads

@@ -94,7 +94,7 @@ class TransformerModel(EncoderDecoderModel):
         super().__init__()
         self.cfg = cfg
         C, pad = cfg.embed_dim, src_dict.pad()
-        self.pad = pad
+        self.pad, self.eos = pad, tgt_dict.eos()
         if cfg.share_all_embeddings and src_dict != tgt_dict:
             raise SeqkitError("model.share_all_embeddings=true needs a joined dictionary (seqkit-preprocess joined_dictionary=true)")
         self.src_embed = _embedding(len(src_dict), C, pad)
@@ -143,7 +143,10 @@ class TransformerModel(EncoderDecoderModel):
         return None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
 
     def _output(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.decoder_norm(x)
+        """The last decoder layer's output ``(..., C)`` -> logits ``(..., V)``."""
+        return self._project(self.decoder_norm(x))
+
+    def _project(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
         return F.linear(x, weight)  # (..., V)
 
@@ -151,7 +154,8 @@ class TransformerModel(EncoderDecoderModel):
         x = self.embed_scale * self.tgt_embed(tokens) + self.tgt_pos(tokens.size(1), offset)
         return dropout(x, self.cfg.dropout, self.training)
 
-    def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
+    def decoder_features(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
+        """The last decoder layer's normalized output ``(B, T, C)``."""
         T = prev_output_tokens.size(1)
         if T > self.cfg.max_target_positions:
             raise SeqkitError(f"target of {T} tokens exceeds model.max_target_positions={self.cfg.max_target_positions}")
@@ -159,7 +163,26 @@ class TransformerModel(EncoderDecoderModel):
         mask = self._memory_mask(enc)
         for layer in self.decoder_layers:
             x, _, _ = layer(x, mask, memory=enc["out"])
-        return self._output(x)  # (B, T, V)
+        return self.decoder_norm(x)
+
+    def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
+        return self._project(self.decoder_features(prev_output_tokens, enc))  # (B, T, V)
+
+    # -- transfer (seqkit.models.pretrained): BART's classification reading -------------------------
+    transfer_pooling = "last"  # the decoder's final position, having read the whole input
+    pretraining_heads = ("output_proj",)
+
+    @property
+    def transfer_dim(self) -> int:
+        return self.cfg.embed_dim
+
+    def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The same tokens go into the encoder and, shifted right behind ``</s>``, into the
+        decoder (Lewis et al. 2020, section 3.1): decoder outputs ``(B, S, C)``."""
+        prev = torch.cat([src_tokens.new_full((src_tokens.size(0), 1), self.eos), src_tokens[:, :-1]], dim=1)
+        prev = prev.masked_fill(src_tokens.eq(self.pad), self.pad)
+        return self.decoder_features(prev, self.encode(src_tokens, src_lengths))
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
         """Cross-attention keys/values and the source mask once per sentence (``static:``), the

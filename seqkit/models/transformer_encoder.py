@@ -144,6 +144,22 @@ class TransformerEncoder(nn.Module):
         return self.final_norm(x)  # (B, S, C)
 
 
+class EncoderTransfer:
+    """The fine-tuning reading (:mod:`seqkit.models.pretrained`) of a pretraining model whose
+    ``encoder`` is a :class:`TransformerEncoder` (BERT and its family, ELECTRA's discriminator)."""
+
+    transfer_pooling = "first"  # [CLS], i.e. <s>
+
+    @property
+    def transfer_dim(self) -> int:
+        return self.encoder.cfg.embed_dim
+
+    def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # a model pretrained without segment embeddings (RoBERTa) reads a pair as one stream
+        return self.encoder(src_tokens, segments if self.encoder.embed_segments is not None else None)  # (B, S, C)
+
+
 def _linear(n_in: int, n_out: int) -> nn.Linear:
     lin = nn.Linear(n_in, n_out)
     nn.init.xavier_uniform_(lin.weight)

@@ -121,6 +121,18 @@ class TransformerLM(LanguageModel):
             x, _ = layer.forward_kv(x, is_causal=T > 1)
         return self.final_norm(x)
 
+    # -- transfer (seqkit.models.pretrained) ----------------------------------------------------
+    transfer_pooling = "last"  # the final </s> has read the whole sentence
+    pretraining_heads = ("head",)
+
+    @property
+    def transfer_dim(self) -> int:
+        return self.cfg.embed_dim
+
+    def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.features(src_tokens)  # (B, S, C); a pair is read as one stream
+
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 target: Optional[torch.Tensor] = None) -> torch.Tensor:
         x = self.features(src_tokens)  # (B, T, C)

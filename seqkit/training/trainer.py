@@ -63,8 +63,10 @@ class Trainer:
         self.oom_skipped = 0
         self.interrupted: Optional[str] = None  # name of the signal that asked us to stop
         n_params = sum(p.numel() for p in self.model.parameters())
-        log.info("model %s: %s parameters; criterion %s; optimizer %s; precision %s; device %s; world size %d",
-                 cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
+        n_trained = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        trained = f" ({n_trained:,} trained)" if n_trained < n_params else ""  # e.g. a frozen pretrained body
+        log.info("model %s: %s parameters%s; criterion %s; optimizer %s; precision %s; device %s; world size %d",
+                 cfg.model.name, f"{n_params:,}", trained, cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
                  self.device, self.dist.world_size)
 
     # -- checkpoints -----------------------------------------------------------------------------

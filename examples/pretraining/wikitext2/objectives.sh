@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Every pretraining objective on WikiText-2 (word vocabulary, 33,278 types), a short time budget
+# each, then seqkit-eval-lm on the validation split: its loss beside the unigram baseline of the
+# same vocabulary. Collects one row per objective into WORK/objectives.md.
+#   bash examples/pretraining/wikitext2/objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]
+# OBJECTIVE: elmo bert albert spanbert electra bart t5 (default: all). GPT, the LSTM LM and RoBERTa
+# have their own recipes (examples/language_model/wikitext2, examples/masked_lm/wikitext2).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="${1:?usage: objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]}"
+minutes="${2:-10}"
+shift $(( $# > 2 ? 2 : $# ))
+objectives=("$@")
+[[ ${#objectives[@]} -gt 0 ]] || objectives=(elmo bert albert spanbert electra bart t5)
+mkdir -p "$work"
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$here/../../language_model/wikitext2/prepare.sh" "$work/data-bin" word
+
+hours=$(python -c "print(round($minutes / 60, 4))")
+mlm=(task=masked_lm task.tokens_per_sample=128 criterion=masked_lm optimizer=adamw optimizer.lr=7e-4
+     dataset.max_tokens=8192 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
+denoise=(task=denoising task.tokens_per_sample=128 model=transformer_small model.share_all_embeddings=true
+         model.dropout=0.1 criterion=label_smoothed_cross_entropy optimizer=adamw optimizer.lr=7e-4
+         dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
+for objective in "${objectives[@]}"; do
+  case "$objective" in
+    elmo) args=(task=language_modeling task.tokens_per_sample=128 model=elmo_small model.share_input_output_embed=false
+                "model.adaptive_softmax_cutoff=[2000,10000]" criterion=adaptive_loss optimizer=adam optimizer.lr=2e-3
+                dataset.max_tokens=4096 optimization.clip_norm=0.25) ;;
+    bert) args=("${mlm[@]}" model=bert_mini task.sentence_pairs=nsp task.mask_copies=10) ;;
+    albert) args=("${mlm[@]}" model=albert_mini task.sentence_pairs=sop) ;;
+    spanbert) args=("${mlm[@]}" model=spanbert_mini task.mask_unit=span) ;;
+    electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0) ;;
+    bart) args=("${denoise[@]}" task.noise=bart) ;;
+    t5) args=("${denoise[@]}" task.noise=t5) ;;
+    *) echo "objectives.sh: error: unknown objective '$objective'" >&2; exit 2 ;;
+  esac
+  out="$work/$objective"
+  seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \
+    optimization.stop_time_hours="$hours" lr_scheduler=fixed lr_scheduler.warmup_updates=200 \
+    checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads=2 2>&1 | tee "$out.train.log"
+  seqkit-eval-lm path="$out/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=valid \
+    tokens_per_sample=128 | tee "$out.eval.json"
+done
+
+# one table: language models compare perplexities, the others losses (bits per scored token)
+python - "$work" "${objectives[@]}" <<'PY' | tee "$work/objectives.md"
+import json
+import math
+import sys
+
+work, names = sys.argv[1], sys.argv[2:]
+print("| objective | scored tokens | valid loss (bits) | unigram loss (bits) | accuracy % | unigram accuracy % |")
+print("| --- | --- | --- | --- | --- | --- |")
+for name in names:
+    r = json.loads(open(f"{work}/{name}.eval.json").read().strip().splitlines()[-1])
+    if "scored_tokens" in r:
+        print(f"| {name} | {r['scored_tokens']:,} | {r['loss']:.3f} | {r['unigram_loss']:.3f} | {r['accuracy']:.2f} "
+              f"| {r['unigram_accuracy']:.2f} |")
+    else:
+        print(f"| {name} | {r['tokens']:,} | {r['loss']:.3f} | {math.log2(r['unigram_ppl']):.3f} | — | — |")
+PY

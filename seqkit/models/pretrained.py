@@ -1,0 +1,188 @@
+"""Fine-tune a pretrained model for classification or tagging: ``model=pretrained_classifier`` /
+``pretrained_tagger`` with ``model.path=`` a checkpoint of a pretraining run (task
+``language_modeling``, ``masked_lm`` or ``denoising``).
+
+    seqkit-preprocess task=classification vocab_from=pretrain/checkpoint_best.pt ...   # its tokenizer + dictionary
+    seqkit-train task=classification model=pretrained_classifier model.path=pretrain/checkpoint_best.pt ...
+
+The pretrained model (the *body*) is rebuilt from its checkpoint, its weights loaded whole, and its
+pretraining heads dropped (the LM softmax, BERT's masked-LM/NSP/SBO heads, ELECTRA's generator).
+Every pretraining model offers the same reading (its ``transfer_*`` members):
+
+- ``transfer_features(src_tokens, src_lengths, segments)`` -> ``(B, S, C)`` contextual vectors, or
+  ``(L, B, S, C)`` for a model whose ``transfer_layers`` L all serve as features (ELMo), mixed
+  here by a :class:`~seqkit.models.elmo.ScalarMix` of this model's own;
+- ``transfer_dim`` (C), ``transfer_pooling`` (how a sentence is read by default: ``first`` for
+  BERT's ``[CLS]``, ``last`` for the final ``</s>`` of GPT, the LSTM LM and BART's decoder,
+  ``mean`` for ELMo) and ``pretraining_heads`` (the submodules fine-tuning drops).
+
+A classifier pools the sentence and applies dense + tanh + linear (BERT's head); a tagger applies
+a linear layer at every position. The body's model config and vocabulary size are copied into
+``model.body`` at the first build, so a fine-tuned checkpoint stands alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from seqkit.data.dictionary import Dictionary
+from seqkit.dataclass_utils import arg, to_plain
+from seqkit.errors import SeqkitError
+from seqkit.models.base import EncoderClassifierModel
+from seqkit.models.elmo import ScalarMix
+from seqkit.models.transformer_encoder import PoolerHead, TokenHead
+from seqkit.registry import MODELS
+
+log = logging.getLogger("seqkit.models")
+
+POOLINGS = ("auto", "first", "last", "mean", "max")
+
+
+@dataclass
+class PretrainedClassifierConfig:
+    name: str = arg("pretrained_classifier", "registry name")
+    path: str = arg("", "checkpoint of a pretraining run (task language_modeling, masked_lm or denoising) whose "
+                        "model becomes the body; read once, at the first build")
+    pooling: str = arg("auto", "how a sentence's vector is read from the body's outputs: auto (the body's own: "
+                               "first for BERT/ELECTRA, last for GPT/LSTM LM/BART, mean for ELMo), first, last, mean, "
+                               "max", choices=POOLINGS)
+    dropout: float = arg(0.1, "dropout in the head", ge=0, lt=1)
+    freeze: bool = arg(False, "keep the body fixed (and its dropout off): train only the head (and ELMo's layer mix)")
+    body: Dict[str, Any] = arg(help="filled at the first build, leave empty: the body's model config and vocabulary "
+                                    "size, so a fine-tuned checkpoint needs no model.path", factory=dict)
+
+
+@dataclass
+class PretrainedTaggerConfig(PretrainedClassifierConfig):
+    name: str = arg("pretrained_tagger", "registry name")
+
+
+def pool(x: torch.Tensor, src_tokens: torch.Tensor, src_lengths: torch.Tensor, how: str, pad: int) -> torch.Tensor:
+    """``x`` ``(B, S, C)`` -> ``(B, C)``: position 0, the last real position, or the mean / max over
+    the real positions."""
+    if how == "first":
+        return x[:, 0]
+    if how == "last":
+        last = (src_lengths.to(x.device) - 1).clamp(min=0)  # (B,)
+        return x[torch.arange(x.size(0), device=x.device), last]
+    keep = src_tokens.ne(pad).unsqueeze(-1)  # (B, S, 1)
+    if how == "mean":
+        return (x * keep).sum(1) / keep.sum(1).clamp(min=1)
+    return x.masked_fill(~keep, torch.finfo(x.dtype).min).max(dim=1).values
+
+
+def _body_dictionary(src_dict: Dictionary, vocab_size: int) -> Dictionary:
+    """The fine-tuning dictionary, extended to the body's vocabulary size (the pretraining task's
+    own symbols after it, ``<mask>`` or sentinels, are never in fine-tuning inputs)."""
+    d = Dictionary(src_dict.symbols[4:])
+    for i in range(vocab_size - len(d)):
+        d.add(f"<pretraining_symbol_{i}>", 0)
+    return d
+
+
+def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Module:
+    """The body with its pretrained weights (first build, from ``cfg.path``; fills ``cfg.body``), or
+    an untrained body of the recorded shape (a fine-tuned checkpoint's weights are loaded next)."""
+    if cfg.body:
+        vocab = int(cfg.body["vocab_size"])
+        if len(src_dict) > vocab:
+            raise SeqkitError(f"the data's dictionary ({len(src_dict)} symbols) is larger than the pretrained "
+                              f"model's ({vocab}): binarize with seqkit-preprocess vocab_from=<the pretraining checkpoint>")
+        return _build(cfg.body["model"], _body_dictionary(src_dict, vocab))
+    if not cfg.path:
+        raise SeqkitError(f"model {cfg.name} needs model.path=<checkpoint of a pretraining run>")
+    from seqkit.generation.load import load_for_inference
+
+    task, body = load_for_inference(cfg.path)
+    if task.model_kind not in ("lm", "masked_lm", "seq2seq") or not hasattr(body, "transfer_features"):
+        raise SeqkitError(f"{cfg.path} holds a {task.model_kind} model ({type(body).__name__}), not a pretrained one")
+    pretrain_dict = task.src_dict
+    n = len(src_dict)
+    if n > len(pretrain_dict) or src_dict.symbols != pretrain_dict.symbols[:n]:
+        raise SeqkitError(f"the data was binarized with another dictionary than {cfg.path}'s: run seqkit-preprocess "
+                          f"with vocab_from={cfg.path}")
+    cfg.body = {"model": to_plain(body.cfg), "vocab_size": len(pretrain_dict)}
+    n_tensors = len(body.state_dict())
+    _drop_heads(body)
+    kept = len(body.state_dict())
+    log.info("%s: body %s from %s, %d of its %d tensors kept (dropped the pretraining heads: %s)", cfg.name,
+             cfg.body["model"]["name"], cfg.path, kept, n_tensors, ", ".join(body.pretraining_heads))
+    return body
+
+
+def _build(model_values: Dict[str, Any], d: Dictionary) -> nn.Module:
+    model_cfg = MODELS.make_config(dict(model_values))
+    builder = MODELS.builder(model_cfg.name)
+    body = MODELS.build(model_cfg, d, d) if getattr(builder, "kind", "seq2seq") == "seq2seq" else MODELS.build(model_cfg, d)
+    _drop_heads(body)
+    return body
+
+
+def _drop_heads(body: nn.Module) -> None:
+    for name in body.pretraining_heads:
+        if getattr(body, name, None) is not None:
+            setattr(body, name, None)
+
+
+class _Pretrained(EncoderClassifierModel):
+    def __init__(self, cfg: PretrainedClassifierConfig, src_dict: Dictionary):
+        super().__init__()
+        self.cfg, self.pad = cfg, src_dict.pad()
+        self.body = load_body(cfg, src_dict)
+        self.pooling = self.body.transfer_pooling if cfg.pooling == "auto" else cfg.pooling
+        # ELMo's layers all serve: a mix of this model's own (Peters et al. 2018, eq. 1)
+        layers = getattr(self.body, "transfer_layers", 0)
+        self.mix = ScalarMix(layers) if layers else None
+        if cfg.freeze:
+            self.body.requires_grad_(False)
+
+    def train(self, mode: bool = True) -> "_Pretrained":
+        super().train(mode)
+        if self.cfg.freeze:
+            self.body.eval()  # frozen features: no dropout inside the body
+        return self
+
+    def max_positions(self) -> Tuple[int, int]:
+        return self.body.max_positions()[0], 1 << 30
+
+    def features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The body's contextual vectors ``(B, S, C)``."""
+        x = self.body.transfer_features(src_tokens, src_lengths, segments)
+        return self.mix(x) if self.mix is not None else x
+
+
+@MODELS.register("pretrained_classifier", PretrainedClassifierConfig)
+class PretrainedClassifier(_Pretrained):
+    """Pretrained body, pooled -> dense + tanh -> linear K: logits ``(B, K)``."""
+
+    kind = "classifier"
+
+    def __init__(self, cfg: PretrainedClassifierConfig, src_dict: Dictionary, num_labels: int):
+        super().__init__(cfg, src_dict)
+        self.head = PoolerHead(self.body.transfer_dim, num_labels, cfg.dropout)
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = self.features(src_tokens, src_lengths, segments)  # (B, S, C)
+        return self.head(pool(x, src_tokens, src_lengths, self.pooling, self.pad))  # (B, K)
+
+
+@MODELS.register("pretrained_tagger", PretrainedTaggerConfig)
+class PretrainedTagger(_Pretrained):
+    """Pretrained body -> dropout -> linear K at every position: logits ``(B, S, K)``."""
+
+    kind = "tagger"
+
+    def __init__(self, cfg: PretrainedTaggerConfig, src_dict: Dictionary, num_labels: int):
+        super().__init__(cfg, src_dict)
+        self.head = TokenHead(self.body.transfer_dim, num_labels, cfg.dropout)
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.head(self.features(src_tokens, src_lengths, segments))  # (B, S, K)

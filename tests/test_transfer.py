@@ -1,0 +1,228 @@
+"""Every pretraining objective's checkpoint fine-tunes in the classification and tagging tasks
+(model=pretrained_classifier / pretrained_tagger, data binarized with vocab_from=)."""
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import seqkit
+from seqkit.cli.common import ConfigBuilder
+from seqkit.errors import SeqkitError
+from seqkit.generation.classifier import Classifier
+from seqkit.models.pretrained import pool
+from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.tokenizers.space import SpaceConfig
+from seqkit.training import checkpoints
+from seqkit.training.config import TrainConfig
+from seqkit.training.trainer import Trainer
+
+seqkit.import_builtin_components()
+WORDS = [f"v{i}" for i in range(12)]
+ENCODER = ["model.encoder_layers=2", "model.embed_dim=32", "model.ffn_dim=64", "model.attention_heads=4",
+           "model.max_positions=64"]
+# objective -> the pretraining run's overrides
+OBJECTIVES = {
+    "gpt": ["task=language_modeling", "model=gpt_tiny"],
+    "lstm_lm": ["task=language_modeling", "model=lstm_lm_tiny"],
+    "elmo": ["task=language_modeling", "model=elmo_tiny"],
+    "bert": ["task=masked_lm", "model=bert_mini", *ENCODER, "criterion=masked_lm", "task.sentence_pairs=nsp", "model.sentence_head=true"],
+    "roberta": ["task=masked_lm", "model=roberta_mini", *ENCODER, "criterion=masked_lm"],
+    "albert": ["task=masked_lm", "model=albert_mini", *ENCODER, "criterion=masked_lm", "model.embedding_dim=16", "task.sentence_pairs=sop",
+               "model.sentence_head=true"],
+    "spanbert": ["task=masked_lm", "model=spanbert_mini", *ENCODER, "task.mask_unit=span",
+                 "criterion=masked_lm"],
+    "electra": ["task=masked_lm", "model=electra_mini", *ENCODER, "model.generator_layers=1", "criterion=electra"],
+    "bart": ["task=denoising", "task.noise=bart", "model=transformer_tiny", "model.share_all_embeddings=true"],
+    "t5": ["task=denoising", "task.noise=t5", "task.num_sentinels=8", "model=transformer_tiny",
+           "model.share_all_embeddings=true"],
+}
+
+
+def trainer_for(overrides):
+    cfg = ConfigBuilder("train", TrainConfig).compose(
+        ["optimizer=adam", "optimizer.lr=0.005", "lr_scheduler=fixed", "common.log_format=json", "common.threads=1",
+         "dataset.max_tokens=512", *overrides])
+    return Trainer(OmegaConf.to_object(cfg))
+
+
+def run(overrides):
+    trainer = trainer_for(overrides)
+    trainer.run()
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    """A language-modeling folder and a sentiment-like TSV over the same words: label 1 when the
+    sentence holds v0, else 0."""
+    root = tmp_path_factory.mktemp("transfer")
+    rng = random.Random(3)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) + " ." for _ in range(200)]
+    for split, part in (("train", lines[:180]), ("valid", lines[180:])):
+        (root / f"{split}.txt").write_text("\n".join(part) + "\n", encoding="utf-8")
+    preprocess(PreprocessConfig(task="language_modeling", trainpref=str(root / "train.txt"),
+                                validpref=str(root / "valid.txt"), destdir=str(root / "lm"), tokenizer=SpaceConfig()))
+    for split, n in (("train", 60), ("dev", 20)):
+        rows = []
+        for _ in range(n):
+            words = [rng.choice(WORDS[1:]) for _ in range(rng.randint(3, 7))]
+            label = rng.random() < 0.5
+            if label:
+                words[rng.randrange(len(words))] = "v0"
+            rows.append(f"{' '.join(words)}\t{int(label)}")
+        (root / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(text, tmp_path_factory):
+    """objective -> (the checkpoint of a few updates of it, its last validation)."""
+    out = {}
+    for name, overrides in OBJECTIVES.items():
+        save = tmp_path_factory.mktemp(f"pre_{name}")
+        result = trainer_for([*overrides, f"task.data={text / 'lm'}", "task.tokens_per_sample=24", "optimization.max_update=3",
+                             f"checkpoint.save_dir={save}"]).run()
+        out[name] = (save / "checkpoint_last.pt", result["valid"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def pretrained(runs):
+    return {name: ck for name, (ck, _) in runs.items()}
+
+
+def binarize(text, dest, vocab_from):
+    preprocess(PreprocessConfig(task="classification", trainpref=str(text / "train.tsv"), validpref=str(text / "dev.tsv"),
+                                destdir=str(dest), tokenizer=SpaceConfig(), vocab_from=str(vocab_from)))
+    return dest
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_every_objective_loads_into_the_classification_task(text, pretrained, tmp_path, objective):
+    ck = pretrained[objective]
+    data = binarize(text, tmp_path / "bin", ck)
+    trainer = trainer_for(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={ck}",
+                           f"checkpoint.save_dir={tmp_path / 'ft'}"])
+    body = trainer.model.body.state_dict()
+    saved = checkpoints.load(str(ck))["model"]
+    # every tensor the body keeps is the pretrained one; the pretraining heads are gone
+    assert body and all(torch.equal(v, saved[k]) for k, v in body.items())
+    heads = trainer.model.body.pretraining_heads
+    assert all(getattr(trainer.model.body, h) is None for h in heads)
+    assert all(k.split(".")[0] in heads for k in set(saved) - set(body))  # (a tied softmax has no tensor of its own)
+    assert trainer.cfg.model.body["vocab_size"] >= len(trainer.task.src_dict)
+
+
+def test_finetuned_checkpoint_stands_alone_and_freeze_keeps_the_body(text, pretrained, tmp_path):
+    ck_copy = tmp_path / "bert.pt"
+    ck_copy.write_bytes(pretrained["bert"].read_bytes())
+    data = binarize(text, tmp_path / "bin", ck_copy)
+    ft = tmp_path / "ft"
+    trainer = trainer_for(["task=classification", f"task.data={data}", "model=pretrained_classifier",
+                           f"model.path={ck_copy}", "model.freeze=true", "optimization.max_update=10",
+                           f"checkpoint.save_dir={ft}"])
+    head_before = trainer.model.head.out.weight.detach().clone()
+    trainer.run()
+    saved = checkpoints.load(str(ck_copy))["model"]
+    assert all(torch.equal(v, saved[k]) for k, v in trainer.model.body.state_dict().items())
+    ck_copy.unlink()  # the fine-tuned checkpoint needs nothing else
+    clf = Classifier.from_checkpoint(str(ft / "checkpoint_last.pt"))
+    assert not torch.equal(clf.model.head.out.weight, head_before)  # the head did train
+    assert torch.equal(clf.model.head.out.weight, trainer.model.head.out.weight)
+    result = clf.predict(["v3 v0 v5", "v3 v2 v5"])
+    assert [r["label"] in ("0", "1") for r in result] == [True, True]
+
+
+@pytest.mark.parametrize("objective", ["elmo", "bart"])
+def test_pretrained_tagger_gives_one_label_per_position(text, pretrained, objective):
+    from seqkit.data.dictionary import Dictionary
+    from seqkit.models.pretrained import PretrainedTaggerConfig
+    from seqkit.registry import MODELS
+
+    src = Dictionary.from_state_dict(checkpoints.load(str(pretrained[objective]))["task_state"]["dict"])
+    model = MODELS.build(PretrainedTaggerConfig(path=str(pretrained[objective])), src, 5).eval()
+    tokens = torch.tensor([[1, 6, 7, 8, 2], [1, 9, 2, 0, 0]])
+    out = model(tokens, torch.tensor([5, 3]))
+    assert out.shape == (2, 5, 5)
+    # right padding changes nothing for the real positions
+    alone = model(tokens[1:, :3], torch.tensor([3]))
+    assert torch.allclose(out[1, :3], alone[0], atol=1e-5)
+
+
+def test_data_binarized_with_another_dictionary_is_one_error(text, pretrained, tmp_path):
+    preprocess(PreprocessConfig(task="classification", trainpref=str(text / "train.tsv"), destdir=str(tmp_path / "own"),
+                                tokenizer=SpaceConfig()))
+    with pytest.raises(SeqkitError, match="vocab_from="):
+        trainer_for(["task=classification", f"task.data={tmp_path / 'own'}", "model=pretrained_classifier",
+                     f"model.path={pretrained['gpt']}", f"checkpoint.save_dir={tmp_path / 'x'}"])
+
+
+def test_missing_model_path_is_one_error(text, pretrained, tmp_path):
+    data = binarize(text, tmp_path / "bin", pretrained["gpt"])
+    with pytest.raises(SeqkitError, match="needs model.path="):
+        trainer_for(["task=classification", f"task.data={data}", "model=pretrained_classifier",
+                     f"checkpoint.save_dir={tmp_path / 'x'}"])
+
+
+def test_vocab_from_names_what_is_wrong(text, tmp_path):
+    with pytest.raises(SeqkitError, match="no such checkpoint"):
+        binarize(text, tmp_path / "bin", tmp_path / "missing.pt")
+
+
+def test_pooling_reads_first_last_mean_and_max_over_real_positions():
+    x = torch.arange(2 * 4 * 1, dtype=torch.float).view(2, 4, 1)  # rows [0 1 2 3], [4 5 6 7]
+    tokens = torch.tensor([[1, 5, 6, 2], [1, 5, 2, 0]])  # second row: 3 real positions
+    lengths = torch.tensor([4, 3])
+    assert pool(x, tokens, lengths, "first", 0).view(-1).tolist() == [0, 4]
+    assert pool(x, tokens, lengths, "last", 0).view(-1).tolist() == [3, 6]
+    assert pool(x, tokens, lengths, "mean", 0).view(-1).tolist() == [1.5, 5.0]
+    assert pool(x, tokens, lengths, "max", 0).view(-1).tolist() == [3, 6]
+
+
+@pytest.mark.parametrize("objective", ["bert", "spanbert", "electra", "bart", "t5"])
+def test_eval_lm_scores_noised_objectives_as_validation_does(text, runs, objective):
+    """seqkit-eval-lm's masked/denoising path and the trainer's validation are two codes over the
+    same fixed masks: they agree on loss and accuracy."""
+    from seqkit.eval_lm import EvalLMConfig, evaluate
+    from seqkit.tasks.language_modeling import LanguageModelingConfig
+
+    ck, valid = runs[objective]
+    r = evaluate(EvalLMConfig(task=LanguageModelingConfig(data=str(text / "lm")), path=str(ck), gen_subset="valid"))
+    assert r["accuracy"] == pytest.approx(valid["accuracy"], abs=0.01)
+    assert r["loss"] == pytest.approx(valid["nll_loss"], abs=2e-3)
+    assert r["accuracy"] <= r["top5_accuracy"] and 0 < r["unigram_accuracy"] < 100
+    assert 0 < r["unigram_loss"] <= math.log2(len(WORDS) + 20)
+
+
+SCRIPT = Path(__file__).parent / "e2e" / "transfer.sh"
+ENV = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+           OMP_NUM_THREADS="1")
+
+
+@pytest.mark.parametrize("task, model, extra, family", [
+    ("language_modeling", "gpt_tiny", ["criterion=cross_entropy"], "transformer_lm"),
+    ("masked_lm", "roberta_mini", ["criterion=masked_lm", "model.encoder_layers=1", "model.embed_dim=32",
+                                   "model.ffn_dim=64", "model.attention_heads=2"], "bert"),
+])
+def test_end_to_end_shell(tmp_path, task, model, extra, family):
+    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), task, model, *extra], env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert f"pretrained_classifier: body {family} from pretrain/checkpoint_last.pt" in proc.stderr
+    meta = json.loads((tmp_path / "cls-bin" / "preprocess.json").read_text())
+    assert meta["vocab_from"] == "pretrain/checkpoint_last.pt"
+    assert (tmp_path / "cls-bin" / "dict.input.txt").read_text() == (tmp_path / "lm-bin" / "dict.text.txt").read_text()
+    r = json.loads((tmp_path / "eval.json").read_text())
+    assert r["split"] == "test" and ("ppl" in r)
+    lines = (tmp_path / "stdin.txt").read_text(encoding="utf-8").splitlines()
+    assert [line[:2] for line in lines] == ["S-", "L-", "S-", "L-"]
+    assert "accuracy" in (tmp_path / "score.txt").read_text()
