@@ -58,6 +58,7 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     task_name = state["cfg"]["task"].get("name")
     if task_name in NOISED:  # masks or noise, no context window: only the data folder changes
         overrides = {"data": cfg.task.data}
+    trained_len = int(state["cfg"]["task"].get("tokens_per_sample") or 0)
     task, model = load_for_inference(cfg.path, overrides, state)
     del state
     if task_name not in NOISED and getattr(task, "model_kind", None) != "lm":
@@ -72,6 +73,11 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     if len(ds.too_long(limit, limit)):
         raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {cfg.context_window} "
                           f"exceeds the model's {limit} positions")
+    length = task.cfg.tokens_per_sample + cfg.context_window
+    if getattr(getattr(model, "cfg", None), "learned_positions", False) and trained_len and length > trained_len:
+        raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {cfg.context_window} "
+                          f"= {length} reaches learned positions the model never trained (it trained on blocks "
+                          f"of {trained_len}); keep the sum at most {trained_len}")
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.common.precision]
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
     nll, count = 0.0, 0

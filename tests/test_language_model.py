@@ -240,6 +240,15 @@ def test_eval_lm_rejects_blocks_beyond_the_positions(corpus, trained):
         evaluate(cfg)
 
 
+def test_eval_lm_rejects_learned_positions_never_trained(corpus, trained):
+    cfg = EvalLMConfig(task=OmegaConf.create({"data": str(corpus / "bin")}), path=str(trained["gpt"][2]),
+                       gen_subset="valid", tokens_per_sample=16, context_window=8)
+    with pytest.raises(SeqkitError, match="= 24 reaches learned positions the model never trained .* blocks of 16"):
+        evaluate(cfg)
+    cfg.path = str(trained["lstm"][2])  # no positions to outgrow
+    assert evaluate(cfg)["context_window"] == 8
+
+
 @pytest.mark.parametrize("name", ["gpt", "lstm"])
 def test_prompts_continue_alike_batched_or_one_by_one(trained, name):
     ck = str(trained[name][2])

@@ -16,10 +16,18 @@ mkdir -p "$work"
 seqkit-train --config "$config" task.data="$work/data-bin" checkpoint.save_dir="$work/checkpoints" "$@" \
   2>&1 | tee "$work/train.log"
 
-# every token scored once, each block of 128 after up to 384 tokens of context
+# every token scored once, each block of 128 after up to 384 tokens of context; a Transformer's
+# learned positions only go as far as its training blocks, so its context is tokens_per_sample - 128
+context=$(python - "$config" "$@" <<'PY'
+import sys
+from omegaconf import OmegaConf
+cfg = OmegaConf.merge(OmegaConf.load(sys.argv[1]), OmegaConf.from_dotlist([a for a in sys.argv[2:] if "=" in a]))
+print(384 if str(cfg.model.name).startswith("lstm") else max(0, int(cfg.task.tokens_per_sample) - 128))
+PY
+)
 for split in valid test; do
   seqkit-eval-lm path="$work/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=$split \
-    tokens_per_sample=128 context_window=384 2>&1 | tee "$work/eval_$split.log"
+    tokens_per_sample=128 context_window=$context 2>&1 | tee "$work/eval_$split.log"
 done
 
 printf '%s\n' "The game was released in" "= = Early life = =" "The river flows" |
