@@ -213,6 +213,8 @@ def generate(argv: Optional[List[str]] = None) -> None:
     torch.manual_seed(cfg.common.seed)
     dist = distributed.init(cfg.common.device)
     device = dist.device
+    if cfg.engine != "seqkit" and dist.world_size > 1:
+        raise SeqkitError("engine=ctranslate2 runs in one process (it threads itself): drop torchrun")
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
@@ -225,7 +227,11 @@ def generate(argv: Optional[List[str]] = None) -> None:
 
         t: Any = Classifier(task, model.to(device), device, cfg.common.precision)
     else:
-        t = Translator(task, model.to(device), cfg.generation, device, cfg.common.precision, cfg.inter_threads)
+        from seqkit.generation.translator import ct2_engine
+
+        engine = ct2_engine(task, model, cfg.path, cfg.generation, cfg.engine, device.type, torch.get_num_threads(),
+                            cfg.batch_size, cfg.inter_threads, cfg.intra_threads, cfg.compute_type, cfg.ctranslate2_dir)
+        t = Translator(task, model.to(device), cfg.generation, device, cfg.common.precision, cfg.inter_threads, engine)
     t0 = time.perf_counter()
     n = 0
     # stdin is read as bytes, decoded here, so bad UTF-8 is one clear error whatever the locale

@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "score": "score hypotheses against references with sacreBLEU (BLEU, chrF, TER)",
     "eval-lm": "perplexity of a language model on a binarized split (per token and per word)",
     "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
+    "export": "write a Transformer checkpoint as a CTranslate2 model (needs seqkit[ct2])",
     "plot": "attention heatmap of a translation, training curves of runs (needs seqkit[plot])",
 }
 

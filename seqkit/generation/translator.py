@@ -46,6 +46,14 @@ class GenerateConfig:
                               "batch_size x the batches searched at once)", ge=0)
     inter_threads: int = arg(0, "batches searched at once on CPU, each on common.threads / inter_threads threads "
                                 "(0: 2 on >= 2 threads when batch_size x beam >= 64, else 1; sampling: 1)", ge=0)
+    engine: str = arg("seqkit", "search engine: seqkit (every model) or ctranslate2 (Transformer translation "
+                                "models, needs seqkit[ct2]; exports the checkpoint on first use)",
+                      choices=("seqkit", "ctranslate2"))
+    compute_type: str = arg("default", "engine=ctranslate2: its compute type (default: the export's weights; int8, "
+                                       "int8_float32, bfloat16, float32, ...)")
+    intra_threads: int = arg(0, "engine=ctranslate2: threads per batch (0: common.threads / inter_threads)", ge=0)
+    ctranslate2_dir: str = arg("", "engine=ctranslate2: the export folder to use, rewritten when it does not match "
+                                   "the checkpoint (empty: a cache folder keyed by the checkpoint's sha256)")
     results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
     topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all; masked-LM "
                        "checkpoints: fillers per <mask> slot (1: the default 5)", ge=1)
@@ -69,11 +77,31 @@ def _merge_generation(cfg: GenerationConfig, overrides: Dict[str, Any]) -> Gener
     return dataclasses.replace(cfg, **overrides)
 
 
+def ct2_engine(task: Any, model: Any, path: str, gen_cfg: GenerationConfig, engine: str, device: str, threads: int,
+               batch_size: int, inter_threads: int, intra_threads: int, compute_type: str, export_dir: str) -> Any:
+    """A :class:`~seqkit.generation.ct2_engine.CT2Engine` on ``path``'s export for engine=ctranslate2, else None."""
+    if engine == "seqkit":
+        return None
+    if engine != "ctranslate2":
+        raise SeqkitError(f"engine={engine!r}: choose seqkit or ctranslate2")
+    from seqkit.export import cached_export
+    from seqkit.generation.ct2_engine import CT2Engine, check_supported, default_threads
+
+    if getattr(task, "model_kind", "seq2seq") != "seq2seq" or type(model).__name__ != "TransformerModel":
+        raise SeqkitError(f"engine=ctranslate2 takes Transformer translation models; {path} holds a "
+                          f"{type(model).__name__}: use engine=seqkit")
+    check_supported(gen_cfg)
+    inter, intra = default_threads(threads, batch_size, gen_cfg.beam, inter_threads)
+    folder = cached_export(path, export_dir)
+    return CT2Engine(task, folder, gen_cfg, model.max_positions()[1], device, compute_type, inter,
+                     intra_threads or intra)
+
+
 class Translator:
     """A model, its task (dictionaries, tokenizer) and a generator, ready to translate."""
 
     def __init__(self, task: Any, model: torch.nn.Module, gen_cfg: GenerationConfig, device: torch.device,
-                 precision: str = "fp32", inter_threads: int = 0):
+                 precision: str = "fp32", inter_threads: int = 0, engine: Any = None):
         keep_freed_memory()  # beam search reallocates the same few-MB tensors every step
         self.task, self.model, self.device = task, model.eval(), device
         self.gen_cfg = gen_cfg
@@ -82,9 +110,12 @@ class Translator:
         if inter_threads < 0:
             raise SeqkitError(f"inter_threads={inter_threads} must be >= 0 (0: automatic)")
         self.inter_threads = inter_threads
+        self.engine = engine  # a CT2Engine searches instead of seqkit's SequenceGenerator
 
     def streams(self, batch_size: int = 64) -> int:
         """Batches searched at once for batches of ``batch_size`` (see ``GenerateConfig.inter_threads``)."""
+        if self.engine is not None:
+            return self.engine.inter_threads
         if self.device.type != "cpu" or self.gen_cfg.sampling:
             return 1  # one device queue; sampling draws from one seeded generator, in batch order
         if self.inter_threads:
@@ -97,14 +128,20 @@ class Translator:
     @classmethod
     def from_checkpoint(cls, path: str, device: str = "cpu", precision: str = "fp32",
                         gen_cfg: Optional[GenerationConfig] = None, task_overrides: Optional[Dict[str, Any]] = None,
-                        inter_threads: int = 0, **generation: Any) -> "Translator":
-        """Build everything from one checkpoint; keyword arguments override GenerationConfig fields."""
+                        inter_threads: int = 0, engine: str = "seqkit", compute_type: str = "default",
+                        intra_threads: int = 0, ctranslate2_dir: str = "", batch_size: int = 64,
+                        **generation: Any) -> "Translator":
+        """Build everything from one checkpoint; keyword arguments override GenerationConfig fields.
+        ``engine="ctranslate2"`` searches with CTranslate2 (see :class:`GenerateConfig` for its options;
+        ``batch_size`` only picks its default thread layout)."""
         task, model = load_for_inference(path, task_overrides)
         if getattr(task, "model_kind", "seq2seq") not in ("seq2seq", "lm"):
             raise SeqkitError(f"{path} holds a {task.model_kind} model: use seqkit.generation.Classifier")
         dev = torch.device(device)
         gen_cfg = _merge_generation(gen_cfg or GenerationConfig(), generation)
-        return cls(task, model.to(dev), gen_cfg, dev, precision, inter_threads)
+        ct2 = ct2_engine(task, model, path, gen_cfg, engine, device, torch.get_num_threads(), batch_size,
+                         inter_threads, intra_threads, compute_type, ctranslate2_dir)
+        return cls(task, model.to(dev), gen_cfg, dev, precision, inter_threads, ct2)
 
     def _autocast(self) -> Any:
         import contextlib
@@ -127,6 +164,11 @@ class Translator:
         with its share of the torch threads; results still come in the same order."""
         order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
         self._check_lengths([first_id + i for i in order], [len(sources[i]) for i in order])
+        if self.engine is not None:  # CTranslate2 batches (and threads) the whole list itself
+            hypos = self.engine.generate(sources, batch_size, max_tokens)
+            for i in order:
+                yield {"id": first_id + i, "hypos": hypos[i]}
+            return
         chunks, start = [], 0
         while start < len(order):
             end = start + 1

@@ -1,0 +1,122 @@
+"""Search on CTranslate2 (``seqkit-generate engine=ctranslate2``): the checkpoint's export, searched
+by CTranslate2's C++ beam search, handed back as seqkit hypotheses (token ids ending with eos,
+length-normalized score, positional scores), so every output path of seqkit stays the same.
+
+Settings map one to one: ``beam`` -> ``beam_size``, ``nbest`` -> ``num_hypotheses``, ``lenpen`` ->
+``length_penalty`` (both divide by the length with eos), ``min_len`` -> ``min_decoding_length``,
+``no_repeat_ngram_size``, sampling with ``beam=1``; seqkit's ban on ``<pad>``/``<s>`` becomes
+``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2 call per distinct value.
+One difference is left: at the max length seqkit ends a hypothesis with a forced ``</s>``, where
+CTranslate2 returns the best unfinished one (here cut to the limit and ended with ``</s>``).
+Scores (H- lines) and positional scores (P- lines) come from CTranslate2 scoring the hypotheses by
+teacher forcing, so they are seqkit's: log-probs over the whole vocabulary, divided by
+``len ** lenpen``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any, Dict, List, Sequence
+
+import torch
+
+from seqkit.errors import SeqkitError
+from seqkit.generation.config import GenerationConfig
+
+log = logging.getLogger("seqkit.generate")
+COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
+                 "float16", "bfloat16")
+
+
+def check_supported(cfg: GenerationConfig) -> None:
+    unsupported = []
+    if cfg.print_alignment:
+        unsupported.append("generation.print_alignment")
+    if cfg.unkpen:
+        unsupported.append("generation.unkpen")
+    if cfg.sampling and cfg.beam > 1:
+        unsupported.append("generation.sampling with beam > 1 (samples per sentence)")
+    if unsupported:
+        raise SeqkitError(f"engine=ctranslate2 does not support {', '.join(unsupported)}: use engine=seqkit")
+
+
+class CT2Engine:
+    """A CTranslate2 ``Translator`` on ``model_dir`` (an export of the task's checkpoint)."""
+
+    def __init__(self, task: Any, model_dir: str, gen_cfg: GenerationConfig, max_target_positions: int,
+                 device: str = "cpu", compute_type: str = "default", inter_threads: int = 1, intra_threads: int = 0):
+        from seqkit.export import import_ctranslate2
+
+        ct2 = import_ctranslate2()
+        check_supported(gen_cfg)
+        if compute_type not in COMPUTE_TYPES:
+            raise SeqkitError(f"compute_type={compute_type!r}: choose one of {', '.join(COMPUTE_TYPES)}")
+        self.task, self.cfg, self.max_tgt = task, gen_cfg, max_target_positions
+        self.inter_threads = max(1, inter_threads)
+        try:
+            self.translator = ct2.Translator(model_dir, device=device, compute_type=compute_type,
+                                             inter_threads=self.inter_threads, intra_threads=intra_threads)
+        except (RuntimeError, ValueError) as e:
+            raise SeqkitError(f"CTranslate2 cannot load {model_dir}: {str(e).splitlines()[0]}") from None
+        src, tgt = task.src_dict, task.tgt_dict
+        self.src_symbols = src.symbols
+        self.tgt_index = tgt.indices
+        self.eos, self.unk = tgt.eos(), tgt.unk()
+        self.banned = [[tgt[tgt.pad()]], [tgt[tgt.bos()]]]
+        log.info("CTranslate2 engine: %s, compute_type %s, inter_threads %d, intra_threads %d", model_dir,
+                 compute_type, self.inter_threads, intra_threads)
+
+    def _max_len(self, n: int) -> int:
+        """seqkit's max target length (eos excluded) for a source of ``n`` tokens (eos included)."""
+        return max(0, min(int(n * self.cfg.max_len_a + self.cfg.max_len_b), self.max_tgt - 1))
+
+    def _ids(self, tokens: Sequence[str], limit: int) -> List[int]:
+        ids = [self.tgt_index.get(t, self.unk) for t in tokens]
+        if ids and ids[-1] == self.eos:
+            return ids
+        return ids[:limit] + [self.eos]  # unfinished at the max length
+
+    def generate(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0) -> List[List[Dict[str, Any]]]:
+        """Hypotheses of each source (ids ending with eos), in input order, best first."""
+        cfg = self.cfg
+        groups: Dict[int, List[int]] = defaultdict(list)  # max length -> sentence indices
+        for i, s in enumerate(sources):
+            groups[self._max_len(len(s))].append(i)
+        out: List[List[Dict[str, Any]]] = [[] for _ in sources]
+        for limit, members in groups.items():
+            tokens = [[self.src_symbols[j] for j in sources[i][:-1]] for i in members]  # CT2 adds </s>
+            options = dict(max_batch_size=max_tokens or batch_size, batch_type="tokens" if max_tokens else "examples",
+                           beam_size=1 if cfg.sampling else cfg.beam, num_hypotheses=cfg.nbest,
+                           length_penalty=cfg.lenpen, no_repeat_ngram_size=cfg.no_repeat_ngram_size,
+                           min_decoding_length=cfg.min_len, max_decoding_length=limit + 1, max_input_length=0,
+                           suppress_sequences=self.banned, return_end_token=True)
+            if cfg.sampling:
+                options.update(sampling_topk=cfg.sampling_topk if cfg.sampling_topk > 0 else 0,
+                               sampling_topp=cfg.sampling_topp if cfg.sampling_topp > 0 else 1.0,
+                               sampling_temperature=cfg.temperature)
+            results = self.translator.translate_batch(tokens, **options)
+            hyp_ids = [[self._ids(h, limit) for h in r.hypotheses] for r in results]
+            # positional scores (fairseq's P- lines): CT2 scores the hypotheses by teacher forcing
+            flat_src = [tokens[k] for k, hs in enumerate(hyp_ids) for _ in hs]
+            flat_tgt = [[self.task.tgt_dict[j] for j in ids[:-1]] for hs in hyp_ids for ids in hs]
+            scored = iter(self.translator.score_batch(flat_src, flat_tgt, max_batch_size=batch_size * cfg.nbest,
+                                                      max_input_length=0))
+            for k, i in enumerate(members):
+                for ids in hyp_ids[k]:
+                    pos = torch.tensor(next(scored).log_probs[: len(ids)])  # (len(ids),) eos last
+                    # seqkit's score from them: CT2's own is over a softmax renormalized without <pad>/<s>
+                    score = float(pos.sum()) / len(ids) ** cfg.lenpen
+                    out[i].append({"tokens": torch.tensor(ids), "score": score, "positional_scores": pos})
+                out[i].sort(key=lambda h: -h["score"])
+        return out
+
+
+def default_threads(total: int, batch_size: int, beam: int, inter_threads: int) -> tuple:
+    """(inter, intra) threads: as seqkit's own engine, two batches side by side on >= 2 threads
+    when batch_size x beam >= 64 (CTranslate2 inter 2 x intra 1 is its best there on 2 cores),
+    otherwise one batch on all threads."""
+    total = max(1, total)
+    inter = inter_threads or (2 if batch_size * beam >= 64 and total >= 2 else 1)
+    inter = min(inter, total)
+    return inter, max(1, total // inter)
