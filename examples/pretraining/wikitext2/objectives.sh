@@ -37,10 +37,16 @@ for objective in "${objectives[@]}"; do
   esac
   out="$work/$objective"
   seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \
-    optimization.stop_time_hours="$hours" lr_scheduler=fixed lr_scheduler.warmup_updates=200 \
+    optimization.stop_time_hours="$hours" lr_scheduler=fixed lr_scheduler.warmup_updates=100 \
     checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads=2 2>&1 | tee "$out.train.log"
   seqkit-eval-lm path="$out/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=valid \
     tokens_per_sample=128 | tee "$out.eval.json"
+  # the checkpoint loads into the classification task: SST-2 in its vocabulary, 60 fine-tuning updates
+  bash "$here/../../classification/sst2/prepare.sh" "$out/sst2" vocab_from="$out/checkpoints/checkpoint_best.pt"
+  seqkit-train task=classification task.data="$out/sst2" model=pretrained_classifier \
+    model.path="$out/checkpoints/checkpoint_best.pt" optimizer=adamw optimizer.lr=1e-4 lr_scheduler=fixed \
+    dataset.max_tokens=4096 optimization.max_update=60 checkpoint.save_dir="$out/sst2-checkpoints" \
+    checkpoint.no_epoch_checkpoints=true common.log_interval=20 common.threads=2 2>&1 | tee "$out.sst2.log"
 done
 
 # one table: language models compare perplexities, the others losses (bits per scored token)
@@ -50,13 +56,29 @@ import math
 import sys
 
 work, names = sys.argv[1], sys.argv[2:]
-print("| objective | scored tokens | valid loss (bits) | unigram loss (bits) | accuracy % | unigram accuracy % |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("| objective | updates | scored tokens | valid loss (bits) | unigram loss (bits) | accuracy % | unigram accuracy % "
+      "| SST-2 dev accuracy %, 60 fine-tuning updates |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def last_valid(log_path):
+    """(updates, valid accuracy) of the last [valid] line of a training log."""
+    updates = accuracy = None
+    for line in open(log_path, encoding="utf-8"):
+        if "[valid]" in line:
+            fields = dict(part.strip().split(" ", 1) for part in line.split("|")[3:] if " " in part.strip())
+            updates, accuracy = fields.get("update"), fields.get("accuracy")
+    return updates, accuracy
+
+
 for name in names:
     r = json.loads(open(f"{work}/{name}.eval.json").read().strip().splitlines()[-1])
+    updates, _ = last_valid(f"{work}/{name}.train.log")
+    _, sst2 = last_valid(f"{work}/{name}.sst2.log")
     if "scored_tokens" in r:
-        print(f"| {name} | {r['scored_tokens']:,} | {r['loss']:.3f} | {r['unigram_loss']:.3f} | {r['accuracy']:.2f} "
-              f"| {r['unigram_accuracy']:.2f} |")
+        cells = [f"{r['scored_tokens']:,}", f"{r['loss']:.3f}", f"{r['unigram_loss']:.3f}", f"{r['accuracy']:.2f}",
+                 f"{r['unigram_accuracy']:.2f}"]
     else:
-        print(f"| {name} | {r['tokens']:,} | {r['loss']:.3f} | {math.log2(r['unigram_ppl']):.3f} | — | — |")
+        cells = [f"{r['tokens']:,}", f"{r['loss']:.3f}", f"{math.log2(r['unigram_ppl']):.3f}", "—", "—"]
+    print(f"| {name} | {updates} | " + " | ".join(cells) + f" | {sst2} |")
 PY
