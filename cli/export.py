@@ -13,9 +13,8 @@ PROG = "seqkit-export"
 def export(argv: Optional[List[str]] = None) -> None:
     from omegaconf import OmegaConf
 
-    from seqkit.export import run
-
     import seqkit
+    from seqkit.export import run
 
     seqkit.import_builtin_components()
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("export", ExportConfig), argv, PROG))
