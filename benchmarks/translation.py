@@ -1,8 +1,9 @@
 """Translation speed on Multi30k: preprocess, training and beam-search figures as one JSON line.
 
     python benchmarks/translation.py                       # quick: < 5 minutes on 2 cores
-    python benchmarks/translation.py --precision bf16      # autocast bf16 training and generation
-    python benchmarks/translation.py --checkpoint CK.pt    # generation with a trained model
+    python benchmarks/translation.py --precision bf16      # bf16 generation (training runs both)
+    python benchmarks/translation.py --checkpoint CK.pt    # generation with a trained model, and
+                                                           # CTranslate2 on it when seqkit[ct2] is in
     python benchmarks/translation.py --model lstm_luong_small   # any registered model or preset
 
 Reads Multi30k from $SEQKIT_DATA/multi30k or ../shared/data/multi30k (or --data). MFU is model
@@ -11,17 +12,24 @@ matmul peak measured in this process at the same precision, so runs on noisy mac
 The Transformer's FLOPs come from its formula over real tokens; other models' are counted by
 torch's FlopCounterMode on the same batches (the matmuls and convolutions of a forward and a
 backward pass each, padding included).
-Without --checkpoint, generation uses the briefly trained benchmark model with output length
-capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only.
+Training runs in a child process per precision (fp32, then bf16 autocast), so each reports its
+own peak RSS. Without --checkpoint, generation uses the briefly trained fp32 model with output
+length capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only. With --checkpoint
+and the ctranslate2 package, the same sentences go through CTranslate2 (fp32 and int8, each
+thread layout of the cores, its best reported) in the same process, and start-up is timed as whole
+`seqkit-generate` processes translating one stdin sentence.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +46,24 @@ from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
 from seqkit.tasks.translation import TranslationConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# the flags that decide what low precision can gain (/proc/cpuinfo names)
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_info() -> dict:
+    """The CPU's model name and which of CPU_FLAGS it has (Linux; empty elsewhere)."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"cpu_model": model, "cpu_flags": {f: f in flags for f in CPU_FLAGS}}
 
 
 def find_data(arg: str | None) -> str:
@@ -89,10 +115,114 @@ def counted_flops(model, crit, samples) -> float:
     return float(counter.get_total_flops())
 
 
+def train_figures(bin_dir: str, model_name: str, precision: str, updates: int, save: str = "") -> dict:
+    """Train ``model_name`` for 5 + ``updates`` batches of 4,096 tokens at ``precision``: tokens/s and MFU
+    of the timed ``updates``, and this process' peak RSS (so run it in a process of its own)."""
+    torch.manual_seed(1)
+    task = TASKS.build(TranslationConfig(data=bin_dir))
+    mcfg = dataclasses.replace(MODELS.choices()[model_name], share_all_embeddings=True)
+    model = task.build_model(mcfg)
+    crit = task.build_criterion(CRITERIA.choices()["label_smoothed_cross_entropy"])
+    opt = OPTIMIZERS.build(OPTIMIZERS.choices()["adam"], model.parameters())
+    ds = task.load_dataset("train")
+    batches = ds.batches(4096, seed=1, epoch=1)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    model.train()
+    tokens = flops = 0.0
+    timed = []
+    for i, b in enumerate(batches[: 5 + updates]):
+        sample = ds.collate(b)
+        if i == 5:  # warm-up done
+            t0 = time.perf_counter()
+        if i >= 5:
+            tokens += sample["ntokens"]
+            timed.append(sample)
+            if isinstance(mcfg, TransformerConfig):
+                flops += train_flops(mcfg, len(task.tgt_dict), sample["net_input"]["src_lengths"].float(),
+                                     sample["target"].ne(0).sum(1).float())
+        opt.zero_grad(set_to_none=True)
+        with autocast:
+            loss, n, _ = crit(model, sample)
+        (loss / n).backward()
+        opt.step()
+    secs = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if not isinstance(mcfg, TransformerConfig):
+        with autocast:
+            flops = counted_flops(model, crit, timed)
+    peak = matmul_peak(DTYPES[precision])
+    if save:
+        torch.save(model.state_dict(), save)
+    return {"parameters": sum(p.numel() for p in model.parameters()), "train_tokens_per_s": round(tokens / secs, 1),
+            "train_model_gflops": round(flops / secs / 1e9, 2), "matmul_peak_gflops": round(peak / 1e9, 2),
+            "train_mfu": round(flops / secs / peak, 3), "train_peak_rss_mb": round(rss)}
+
+
+def train_in_child(args: argparse.Namespace, bin_dir: str, precision: str, save: str) -> dict:
+    """:func:`train_figures` in a fresh process of this script (its last stdout line is the JSON)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--train-child", bin_dir, "--model", args.model,
+           "--precision", precision, "--train-updates", str(args.train_updates), "--save", save]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"benchmarks/translation.py: {precision} training failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def timed_runs(translator, sources, batch_size: int, repeats: int) -> tuple:
+    """(median sentences/s, all runs, matmul peak GFLOP/s after each run, the last run's best hypotheses)."""
+    runs, peaks, best = [], [], {}
+    for _ in range(repeats):  # the median of a few runs: this kind of VM is noisy
+        t0 = time.perf_counter()
+        best = {r["id"]: r["hypos"][0]["tokens"].tolist() for r in translator.generate_batches(sources, batch_size)}
+        runs.append(round(len(best) / (time.perf_counter() - t0), 2))
+        peaks.append(round(matmul_peak(torch.float32) / 1e9))  # the machine's speed just then
+    return statistics.median(runs), runs, peaks, best
+
+
+def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: str) -> dict:
+    """CTranslate2 on the checkpoint: sentences/s at fp32 and int8 for each thread layout of the cores,
+    the best layout's figure under the plain key, and how many best hypotheses differ from seqkit's."""
+    threads = torch.get_num_threads()
+    layouts = {64: sorted({(1, threads), (threads, 1)}), 1: sorted({(1, threads), (1, 1)})}  # (inter, intra)
+    out: dict = {"ct2_layouts": {}}
+    for compute in ("float32", "int8"):
+        suffix = "" if compute == "float32" else "_int8"
+        for key, (subset, bs) in sets.items():
+            best_rate = 0.0
+            for inter, intra in layouts[bs]:
+                tr = Translator.from_checkpoint(args.checkpoint, engine="ctranslate2", compute_type=compute,
+                                                inter_threads=inter, intra_threads=intra, ctranslate2_dir=export_dir,
+                                                gen_cfg=GenerationConfig(beam=5))
+                rate, _, _, hyps = timed_runs(tr, subset, bs, args.gen_repeats)
+                out["ct2_layouts"][f"{compute} {key} inter {inter} x intra {intra}"] = rate
+                if rate > best_rate:
+                    best_rate, out[f"ct2_threads_{key}{suffix}"] = rate, f"inter {inter} x intra {intra}"
+                if compute == "float32":  # parity with seqkit's engine on the same sentences
+                    out[f"ct2_differ_{key}"] = sum(hyps[i] != ours[key][i] for i in ours[key])
+            out[f"ct2_gen_sent_per_s_{key}{suffix}"] = best_rate
+    return out
+
+
+def startup_seconds(checkpoint: str, repeats: int = 3, engine: str = "seqkit", export_dir: str = "") -> float:
+    """Median wall time of whole ``seqkit-generate`` processes translating one stdin sentence (beam 5)."""
+    cmd = [sys.executable, "-c", "from seqkit.cli.generate import main; main()", f"path={checkpoint}", "input=-",
+           f"engine={engine}"] + ([f"ctranslate2_dir={export_dir}"] if export_dir else [])
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, input="Ein Mann fährt Fahrrad.\n", capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if done.returncode != 0:
+            sys.exit(f"benchmarks/translation.py: seqkit-generate failed:\n{done.stderr[-2000:]}")
+    return round(statistics.median(times), 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz")
-    ap.add_argument("--precision", choices=sorted(DTYPES), default="fp32")
+    ap.add_argument("--precision", choices=sorted(DTYPES), default="fp32", help="generation precision")
     ap.add_argument("--checkpoint", help="trained checkpoint for the generation figures")
     ap.add_argument("--model", default="transformer_small",
                     help="registered model or preset to train (with share_all_embeddings=true): transformer_small, "
@@ -102,16 +232,22 @@ def main() -> None:
     ap.add_argument("--gen-sentences-b1", type=int, default=100, help="test sentences for batch 1")
     ap.add_argument("--gen-repeats", type=int, default=3, help="generation runs per figure; the median is reported")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    ap.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even when it is installed")
+    ap.add_argument("--train-child", metavar="BIN", help=argparse.SUPPRESS)  # internal: train_figures only
+    ap.add_argument("--save", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     keep_freed_memory()  # as every seqkit command does (seqkit/allocator.py)
     if args.threads:
         torch.set_num_threads(args.threads)
     seqkit.import_builtin_components()
+    if args.train_child:
+        print(json.dumps(train_figures(args.train_child, args.model, args.precision, args.train_updates, args.save)))
+        return
     src = find_data(args.data)
     choices = MODELS.choices()
     if args.model not in choices:
         sys.exit(f"benchmarks/translation.py: unknown --model {args.model!r}; valid: {', '.join(choices)}")
-    result = {"model": args.model, "precision": args.precision, "threads": torch.get_num_threads()}
+    result = {"model": args.model, "precision": args.precision, "threads": torch.get_num_threads(), **cpu_info()}
     with tempfile.TemporaryDirectory() as tmp:
         # -- preprocess: the whole corpus, joint 8k BPE, 2 workers ------------------------------
         pcfg = PreprocessConfig(source_lang="de", target_lang="en", trainpref=f"{src}/train", validpref=f"{src}/val",
@@ -121,43 +257,13 @@ def main() -> None:
         result["preprocess_lines_per_s"] = round(stats["lines_per_s"])
         result["preprocess_seconds"] = round(stats["seconds"], 2)
 
-        # -- training: the recipe's model, token-budget batches of 4096 -------------------------
-        torch.manual_seed(1)
-        task = TASKS.build(TranslationConfig(data=f"{tmp}/bin"))
-        mcfg = dataclasses.replace(choices[args.model], share_all_embeddings=True)
-        model = task.build_model(mcfg)
-        result["parameters"] = sum(p.numel() for p in model.parameters())
-        crit = task.build_criterion(CRITERIA.choices()["label_smoothed_cross_entropy"])
-        opt = OPTIMIZERS.build(OPTIMIZERS.choices()["adam"], model.parameters())
-        ds = task.load_dataset("train")
-        batches = ds.batches(4096, seed=1, epoch=1)
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
-        model.train()
-        tokens = flops = 0.0
-        timed = []
-        for i, b in enumerate(batches[: 5 + args.train_updates]):
-            sample = ds.collate(b)
-            if i == 5:  # warm-up done
-                t0 = time.perf_counter()
-            if i >= 5:
-                tokens += sample["ntokens"]
-                timed.append(sample)
-                if isinstance(mcfg, TransformerConfig):
-                    flops += train_flops(mcfg, len(task.tgt_dict), sample["net_input"]["src_lengths"].float(),
-                                         sample["target"].ne(0).sum(1).float())
-            opt.zero_grad(set_to_none=True)
-            with autocast:
-                loss, n, _ = crit(model, sample)
-            (loss / n).backward()
-            opt.step()
-        secs = time.perf_counter() - t0
-        if not isinstance(mcfg, TransformerConfig):
-            with autocast:
-                flops = counted_flops(model, crit, timed)
-        peak = matmul_peak(DTYPES[args.precision])
-        result.update(train_tokens_per_s=round(tokens / secs, 1), train_model_gflops=round(flops / secs / 1e9, 2),
-                      matmul_peak_gflops=round(peak / 1e9, 2), train_mfu=round(flops / secs / peak, 3),
-                      train_updates_timed=args.train_updates)
+        # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
+        for precision in ("fp32", "bf16"):
+            fig = train_in_child(args, f"{tmp}/bin", precision, f"{tmp}/model.pt" if precision == "fp32" else "")
+            result["parameters"] = fig.pop("parameters")
+            suffix = "" if precision == "fp32" else "_bf16"
+            result.update({k + suffix: v for k, v in fig.items()})
+        result["train_updates_timed"] = args.train_updates
 
         # -- generation: beam 5 on test_2016_flickr, batch 64 and batch 1 -------------------------
         if args.checkpoint:
@@ -167,22 +273,35 @@ def main() -> None:
 
             sources = [test.encode_source(line) for line in read_lines(f"{src}/test_2016_flickr.de.gz")]
         else:
+            task = TASKS.build(TranslationConfig(data=f"{tmp}/bin"))
+            model = task.build_model(dataclasses.replace(choices[args.model], share_all_embeddings=True))
+            model.load_state_dict(torch.load(f"{tmp}/model.pt"))
             gcfg = GenerationConfig(beam=5, max_len_a=1.2, max_len_b=10)
             tr = Translator(task, model.eval(), gcfg, torch.device("cpu"), args.precision)
             test_ds = task.load_dataset("test", with_target=False)
             sources = [test_ds.src[i].tolist() for i in range(len(test_ds))]
         result["checkpoint"] = args.checkpoint
-        for key, n, bs in (("gen_sent_per_s_b64", args.gen_sentences, 64), ("gen_sent_per_s_b1", args.gen_sentences_b1, 1)):
-            subset, runs, peaks = sources[:n], [], []
-            for _ in range(args.gen_repeats):  # the median of a few runs: this kind of VM is noisy
-                t0 = time.perf_counter()
-                done = sum(1 for _ in tr.generate_batches(subset, bs))
-                runs.append(round(done / (time.perf_counter() - t0), 2))
-                peaks.append(round(matmul_peak(torch.float32) / 1e9))  # the machine's speed just then
-            result[key] = sorted(runs)[len(runs) // 2]
-            result[key.replace("per_s", "runs")] = runs
-            result[key.replace("sent_per_s", "fp32_peak_gflops")] = peaks
-            result[key.replace("per_s", "count")] = done
+        sets = {"b64": (sources[: args.gen_sentences], 64), "b1": (sources[: args.gen_sentences_b1], 1)}
+        ours = {}
+        for key, (subset, bs) in sets.items():
+            rate, runs, peaks, ours[key] = timed_runs(tr, subset, bs, args.gen_repeats)
+            result[f"gen_sent_per_s_{key}"], result[f"gen_sent_runs_{key}"] = rate, runs
+            result[f"gen_fp32_peak_gflops_{key}"], result[f"gen_sent_count_{key}"] = peaks, len(subset)
+        result["gen_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        have_ct2 = bool(args.checkpoint) and not args.no_ct2 and importlib.util.find_spec("ctranslate2") is not None
+        if args.checkpoint and not args.no_ct2 and not have_ct2:
+            result["ct2"] = "not installed (pip install 'seqkit[ct2]')"
+        if have_ct2:
+            result.update(ct2_figures(args, sets, ours, f"{tmp}/ct2"))
+            result["gen_vs_ct2_b64"] = round(result["gen_sent_per_s_b64"] / result["ct2_gen_sent_per_s_b64"], 3)
+            result["gen_vs_ct2_b1"] = round(result["gen_sent_per_s_b1"] / result["ct2_gen_sent_per_s_b1"], 3)
+        if args.checkpoint:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import torch"], check=True)
+            result["import_torch_s"] = round(time.perf_counter() - t0, 2)
+            result["startup_s"] = startup_seconds(args.checkpoint)
+            if have_ct2:
+                result["startup_s_ct2"] = startup_seconds(args.checkpoint, engine="ctranslate2", export_dir=f"{tmp}/ct2")
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(result))
 

@@ -111,6 +111,22 @@ def test_stdin_through_ctranslate2(checkpoints, tmp_path, run_cli, monkeypatch):
         [x for x in ours.out.splitlines() if x.startswith("D-")][0].split("\t")[-1]
 
 
+def test_sampling_follows_the_seed(checkpoints, toy_data, tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    _, data = toy_data
+    gen = ["common.threads=1", f"task.data={data}", f"path={checkpoints['post']}", "engine=ctranslate2",
+           "generation.sampling=true", "generation.beam=1", "generation.temperature=2.0"]
+
+    def hypotheses(seed):
+        r = run_cli(generate_main, gen + [f"common.seed={seed}"])
+        assert r.code == 0, r.err
+        return [line for line in r.out.splitlines() if line.startswith("H-")]
+
+    first = hypotheses(1)
+    assert len(first) > 10 and hypotheses(1) == first
+    assert hypotheses(2) != first
+
+
 def test_bad_requests_are_one_line_errors(checkpoints, toy_data, tmp_path, run_cli, monkeypatch):
     import builtins
 
@@ -121,6 +137,11 @@ def test_bad_requests_are_one_line_errors(checkpoints, toy_data, tmp_path, run_c
     r = run_cli(generate_main, gen + ["generation.print_alignment=true"])
     assert r.code == 1 and r.messages == ["seqkit-generate: error: engine=ctranslate2 does not support "
                                           "generation.print_alignment: use engine=seqkit"]
+    # a compute type CTranslate2 lacks is refused before anything is exported
+    never = tmp_path / "never"
+    r = run_cli(generate_main, gen + ["compute_type=int4", f"ctranslate2_dir={never}"])
+    assert r.code == 1 and r.messages[-1].startswith("seqkit-generate: error: compute_type='int4': choose one of")
+    assert not never.exists()
     # a folder that is not an export is left alone
     busy = tmp_path / "busy"
     busy.mkdir()

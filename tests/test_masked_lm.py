@@ -124,10 +124,16 @@ def test_bert_frozen_output_and_heads(corpus):
     out = model(**sample["net_input"])
     assert out["mlm"].shape == (sample["target"].numel(), len(t.dictionary))
     assert out["sentence"].shape == (3, 2)
-    assert out["mlm"][0, 4:8].tolist() == pytest.approx(FROZEN_BERT, abs=1e-4)
+    # the output bias starts at the log unigram of the dictionary's counts (unigram_bias_init)
+    counts = torch.tensor(t.dictionary.counts[4:8], dtype=torch.float64) + 1
+    start = (counts / (sum(t.dictionary.counts) + len(t.dictionary))).log()
+    assert model.mlm_head.bias[4:8].tolist() == pytest.approx(start.tolist(), abs=1e-6)
+    assert (out["mlm"][0, 4:8] - model.mlm_head.bias[4:8]).tolist() == pytest.approx(FROZEN_BERT, abs=1e-4)
+    zero = build("bert_tiny", t.dictionary, unigram_bias_init=False)
+    assert not zero.mlm_head.bias.any()
 
 
-FROZEN_BERT = [0.32955, -1.15467, 1.56244, -0.39793]  # mlm logits of the first masked position, ids 4..7
+FROZEN_BERT = [0.32955, -1.15467, 1.56244, -0.39793]  # mlm logits less the bias, first masked position, ids 4..7
 
 
 def test_albert_shares_one_layer_and_factorizes_embeddings(corpus):

@@ -4,7 +4,8 @@ length-normalized score, positional scores), so every output path of seqkit stay
 
 Settings map one to one: ``beam`` -> ``beam_size``, ``nbest`` -> ``num_hypotheses``, ``lenpen`` ->
 ``length_penalty`` (both divide by the length with eos), ``min_len`` -> ``min_decoding_length``,
-``no_repeat_ngram_size``, sampling with ``beam=1``; seqkit's ban on ``<pad>``/``<s>`` becomes
+``no_repeat_ngram_size``, sampling with ``beam=1`` (seeded from ``torch.initial_seed()``, so by
+``common.seed``); seqkit's ban on ``<pad>``/``<s>`` becomes
 ``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2 call per distinct value.
 One difference is left: at the max length seqkit ends a hypothesis with a forced ``</s>``, where
 CTranslate2 returns the best unfinished one (here cut to the limit and ended with ``</s>``).
@@ -23,10 +24,16 @@ import torch
 
 from seqkit.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig
+from seqkit.generation.search import max_target_lens
 
 log = logging.getLogger("seqkit.generate")
 COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                  "float16", "bfloat16")
+
+
+def check_compute_type(compute_type: str) -> None:
+    if compute_type not in COMPUTE_TYPES:
+        raise SeqkitError(f"compute_type={compute_type!r}: choose one of {', '.join(COMPUTE_TYPES)}")
 
 
 def check_supported(cfg: GenerationConfig) -> None:
@@ -50,8 +57,9 @@ class CT2Engine:
 
         ct2 = import_ctranslate2()
         check_supported(gen_cfg)
-        if compute_type not in COMPUTE_TYPES:
-            raise SeqkitError(f"compute_type={compute_type!r}: choose one of {', '.join(COMPUTE_TYPES)}")
+        check_compute_type(compute_type)
+        # sampling draws from CTranslate2's own generator: seed it from torch's (common.seed)
+        ct2.set_random_seed(torch.initial_seed() % (1 << 32))
         self.task, self.cfg, self.max_tgt = task, gen_cfg, max_target_positions
         self.inter_threads = max(1, inter_threads)
         try:
@@ -67,10 +75,6 @@ class CT2Engine:
         log.info("CTranslate2 engine: %s, compute_type %s, inter_threads %d, intra_threads %d", model_dir,
                  compute_type, self.inter_threads, intra_threads)
 
-    def _max_len(self, n: int) -> int:
-        """seqkit's max target length (eos excluded) for a source of ``n`` tokens (eos included)."""
-        return max(0, min(int(n * self.cfg.max_len_a + self.cfg.max_len_b), self.max_tgt - 1))
-
     def _ids(self, tokens: Sequence[str], limit: int) -> List[int]:
         ids = [self.tgt_index.get(t, self.unk) for t in tokens]
         if ids and ids[-1] == self.eos:
@@ -81,8 +85,9 @@ class CT2Engine:
         """Hypotheses of each source (ids ending with eos), in input order, best first."""
         cfg = self.cfg
         groups: Dict[int, List[int]] = defaultdict(list)  # max length -> sentence indices
-        for i, s in enumerate(sources):
-            groups[self._max_len(len(s))].append(i)
+        limits = max_target_lens(torch.tensor([len(s) for s in sources]), cfg, self.max_tgt)  # (N,)
+        for i, limit in enumerate(limits.tolist()):
+            groups[limit].append(i)
         out: List[List[Dict[str, Any]]] = [[] for _ in sources]
         for limit, members in groups.items():
             tokens = [[self.src_symbols[j] for j in sources[i][:-1]] for i in members]  # CT2 adds </s>

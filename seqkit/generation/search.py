@@ -25,6 +25,15 @@ from seqkit.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig, check_generation_config
 from seqkit.generation.sampling import sample_step
 
+
+def max_target_lens(src_lengths: torch.Tensor, cfg: GenerationConfig, max_tgt: int) -> torch.Tensor:
+    """Max target length (eos excluded) of sources of ``src_lengths`` tokens (eos included), on CPU:
+    ``min(a * src_len + b, max_tgt - 1)``, floored at 0."""
+    # float64 so the truncation matches Python's int(a * len + b)
+    lens = (src_lengths.detach().cpu().double() * cfg.max_len_a + cfg.max_len_b).long()
+    return lens.clamp(min=0, max=max(max_tgt - 1, 0))
+
+
 # {"tokens": LongTensor (L,), "score": float, "positional_scores": FloatTensor (L,)}, and with
 # print_alignment "attention": FloatTensor (L, S_i), each target token's attention over the source
 # (S_i: the sentence's source length, eos included)
@@ -103,11 +112,8 @@ class SequenceGenerator:
         self.vocab_size, self.pad, self.bos, self.eos, self.unk = sp.vocab_size, sp.pad, sp.bos, sp.eos, sp.unk
 
     def max_lens(self, model: Any, src_lengths: torch.Tensor) -> torch.Tensor:
-        """Per-sentence max target length (eos excluded) on CPU: ``min(a * src_len + b, max_tgt - 1)``."""
-        max_tgt = model.max_positions()[1]
-        # float64 so the truncation matches Python's int(a * len + b)
-        lens = (src_lengths.detach().cpu().double() * self.cfg.max_len_a + self.cfg.max_len_b).long()
-        return lens.clamp(min=0, max=max(max_tgt - 1, 0))
+        """Per-sentence max target length (eos excluded) on CPU (see :func:`max_target_lens`)."""
+        return max_target_lens(src_lengths, self.cfg, model.max_positions()[1])
 
     @torch.inference_mode()
     def generate(

@@ -85,12 +85,13 @@ def ct2_engine(task: Any, model: Any, path: str, gen_cfg: GenerationConfig, engi
     if engine != "ctranslate2":
         raise SeqkitError(f"engine={engine!r}: choose seqkit or ctranslate2")
     from seqkit.export import cached_export
-    from seqkit.generation.ct2_engine import CT2Engine, check_supported, default_threads
+    from seqkit.generation.ct2_engine import CT2Engine, check_compute_type, check_supported, default_threads
 
     if getattr(task, "model_kind", "seq2seq") != "seq2seq" or type(model).__name__ != "TransformerModel":
         raise SeqkitError(f"engine=ctranslate2 takes Transformer translation models; {path} holds a "
                           f"{type(model).__name__}: use engine=seqkit")
     check_supported(gen_cfg)
+    check_compute_type(compute_type)  # before the export, which can take seconds
     inter, intra = default_threads(threads, batch_size, gen_cfg.beam, inter_threads)
     folder = cached_export(path, export_dir)
     return CT2Engine(task, folder, gen_cfg, model.max_positions()[1], device, compute_type, inter,

@@ -43,6 +43,8 @@ class BertConfig(TransformerEncoderConfig):
     span_boundary_head: bool = arg(False, "SpanBERT's span-boundary objective (task.mask_unit=span)")
     max_span_positions: int = arg(32, "span-boundary head: offsets inside a span beyond this share the last vector",
                                   ge=1)
+    unigram_bias_init: bool = arg(True, "start the masked-LM output bias at the log unigram distribution of the "
+                                        "dictionary's counts (else zeros)")
 
 
 def _bert(layers: int, dim: int, heads: int, **kw) -> BertConfig:
@@ -140,16 +142,27 @@ def spanbert_base() -> BertConfig:
     return dataclasses.replace(bert_base(), sentence_head=False, span_boundary_head=True)
 
 
-class MaskedLMHead(nn.Module):
-    """``(..., C)`` -> dense C->E + GELU + LayerNorm -> tied E x V output + bias -> ``(..., V)``."""
+def log_unigram(dictionary: Dictionary) -> torch.Tensor:
+    """``(V,)`` log-probabilities of the dictionary's add-one smoothed counts (the training split's)."""
+    counts = torch.tensor(dictionary.counts, dtype=torch.float64) + 1.0
+    return (counts / counts.sum()).log().float()
 
-    def __init__(self, dim: int, embed: nn.Embedding, norm_impl: str):
+
+class MaskedLMHead(nn.Module):
+    """``(..., C)`` -> dense C->E + GELU + LayerNorm -> tied E x V output + bias -> ``(..., V)``.
+
+    ``bias_init`` ``(V,)``: the bias' start (:func:`log_unigram`: the loss starts near the unigram
+    baseline rather than at log V, and the first updates go to context, not to word frequencies,
+    which Adam's steps of ~lr per update would take thousands of updates to put into a bias)."""
+
+    def __init__(self, dim: int, embed: nn.Embedding, norm_impl: str, bias_init: Optional[torch.Tensor] = None):
         super().__init__()
         E = embed.embedding_dim
         self.dense = nn.Linear(dim, E)
         self.norm = layer_norm(E, norm_impl)
         self._embed = (embed,)  # a tuple: the embedding stays the encoder's parameter
-        self.bias = nn.Parameter(torch.zeros(embed.num_embeddings))
+        V = embed.num_embeddings
+        self.bias = nn.Parameter(torch.zeros(V) if bias_init is None else bias_init.detach().clone().reshape(V))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self.norm(F.gelu(self.dense(x))), self._embed[0].weight, self.bias)
@@ -181,7 +194,8 @@ class BertModel(EncoderTransfer, nn.Module):
         super().__init__()
         self.cfg = cfg
         self.encoder = TransformerEncoder(cfg, dictionary)
-        self.mlm_head = MaskedLMHead(cfg.embed_dim, self.encoder.embed_tokens, cfg.layer_norm_impl)
+        self.mlm_head = MaskedLMHead(cfg.embed_dim, self.encoder.embed_tokens, cfg.layer_norm_impl,
+                                     log_unigram(dictionary) if cfg.unigram_bias_init else None)
         self.sentence_head = PoolerHead(cfg.embed_dim, 2, cfg.dropout) if cfg.sentence_head else None
         self.span_head = (SpanBoundaryHead(cfg.embed_dim, cfg.max_span_positions, cfg.layer_norm_impl)
                           if cfg.span_boundary_head else None)

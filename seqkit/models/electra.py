@@ -24,7 +24,7 @@ from torch import nn
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.noising import replaced_token_labels
 from seqkit.dataclass_utils import arg
-from seqkit.models.bert import MaskedLMHead
+from seqkit.models.bert import MaskedLMHead, log_unigram
 from seqkit.models.transformer_encoder import EncoderTransfer, TransformerEncoder, TransformerEncoderConfig
 from seqkit.registry import MODELS
 
@@ -39,6 +39,8 @@ class ElectraConfig(TransformerEncoderConfig):
     generator_heads: int = arg(1, "generator attention heads", ge=1)
     generator_layers: int = arg(0, "generator layers (0: as many as the discriminator)", ge=0)
     sampling_temperature: float = arg(1.0, "temperature of the generator's samples", gt=0)
+    unigram_bias_init: bool = arg(True, "start the generator's output bias at the log unigram distribution of the "
+                                        "dictionary's counts (else zeros)")
 
 
 def _electra(layers: int, dim: int, heads: int, gen_dim: int, embedding_dim: int = 0) -> ElectraConfig:
@@ -83,7 +85,8 @@ class ElectraModel(EncoderTransfer, nn.Module):
                                       encoder_layers=cfg.generator_layers or cfg.encoder_layers)
         self.generator = TransformerEncoder(gen_cfg, dictionary)
         self.generator.embed_tokens = self.encoder.embed_tokens  # shared token embeddings
-        self.generator_head = MaskedLMHead(cfg.generator_dim, self.encoder.embed_tokens, cfg.layer_norm_impl)
+        self.generator_head = MaskedLMHead(cfg.generator_dim, self.encoder.embed_tokens, cfg.layer_norm_impl,
+                                           log_unigram(dictionary) if cfg.unigram_bias_init else None)
         self.disc_dense = nn.Linear(cfg.embed_dim, cfg.embed_dim)
         self.disc_out = nn.Linear(cfg.embed_dim, 1)
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Every pretraining objective on WikiText-2 (word vocabulary, 33,278 types), a short time budget
-# each, then seqkit-eval-lm on the validation split: its loss beside the unigram baseline of the
-# same vocabulary. Collects one row per objective into WORK/objectives.md.
-#   bash examples/pretraining/wikitext2/objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]
+# Every pretraining objective on WikiText-2, a short time budget each, then seqkit-eval-lm on the
+# validation split: its loss beside the unigram baseline of the same vocabulary. Collects one row
+# per objective into WORK/objectives.md.
+#   [KIND=bpe|word] bash examples/pretraining/wikitext2/objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]
+# KIND: the vocabulary, as examples/language_model/wikitext2/prepare.sh makes it: bpe (default,
+# 8,000 sentencepiece pieces; VOCAB=N for another size) or word (33,278 types, four times the
+# output-layer cost).
 # OBJECTIVE: elmo bert albert spanbert electra bart t5 (default: all). GPT, the LSTM LM and RoBERTa
 # have their own recipes (examples/language_model/wikitext2, examples/masked_lm/wikitext2).
 set -euo pipefail
@@ -13,7 +16,13 @@ shift $(( $# > 2 ? 2 : $# ))
 objectives=("$@")
 [[ ${#objectives[@]} -gt 0 ]] || objectives=(elmo bert albert spanbert electra bart t5)
 mkdir -p "$work"
-[[ -f "$work/data-bin/preprocess.json" ]] || bash "$here/../../language_model/wikitext2/prepare.sh" "$work/data-bin" word
+kind="${KIND:-bpe}"
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$here/../../language_model/wikitext2/prepare.sh" "$work/data-bin" "$kind"
+# ELMo's softmax: tied and full over BPE pieces; adaptive (untied) over 33k words
+case "$kind" in
+  word) elmo_softmax=(model.share_input_output_embed=false "model.adaptive_softmax_cutoff=[2000,10000]") ;;
+  *) elmo_softmax=() ;;
+esac
 
 hours=$(python -c "print(round($minutes / 60, 4))")
 # no dropout on attention weights: with it SDPA leaves its fused CPU kernel (a third slower here)
@@ -24,10 +33,10 @@ denoise=(task=denoising task.tokens_per_sample=128 model=transformer_small model
          dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
 for objective in "${objectives[@]}"; do
   case "$objective" in
-    elmo) args=(task=language_modeling task.tokens_per_sample=128 model=elmo_small model.share_input_output_embed=false
-                "model.adaptive_softmax_cutoff=[2000,10000]" criterion=adaptive_loss optimizer=adam optimizer.lr=2e-3
+    elmo) args=(task=language_modeling task.tokens_per_sample=128 model=elmo_small "${elmo_softmax[@]}"
+                criterion=adaptive_loss optimizer=adam optimizer.lr=2e-3
                 dataset.max_tokens=4096 optimization.clip_norm=0.25) ;;
-    bert) args=("${mlm[@]}" model=bert_mini task.sentence_pairs=nsp task.mask_copies=10) ;;
+    bert) args=("${mlm[@]}" model=bert_mini task.sentence_pairs=nsp task.mask_copies=10 task.mask_unit=word) ;;
     albert) args=("${mlm[@]}" model=albert_mini task.sentence_pairs=sop) ;;
     spanbert) args=("${mlm[@]}" model=spanbert_mini task.mask_unit=span) ;;
     electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0) ;;
