@@ -233,6 +233,8 @@ def main() -> None:
     ap.add_argument("--gen-repeats", type=int, default=3, help="generation runs per figure; the median is reported")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even when it is installed")
+    ap.add_argument("--bf16-train", choices=("auto", "yes", "no"), default="auto",
+                    help="bf16 training figures: auto runs them where the CPU has AVX512-BF16 or AMX")
     ap.add_argument("--train-child", metavar="BIN", help=argparse.SUPPRESS)  # internal: train_figures only
     ap.add_argument("--save", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -258,7 +260,13 @@ def main() -> None:
         result["preprocess_seconds"] = round(stats["seconds"], 2)
 
         # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
-        for precision in ("fp32", "bf16"):
+        flags = result["cpu_flags"]
+        bf16_units = flags["avx512_bf16"] or flags["amx_bf16"]
+        if args.bf16_train == "auto" and not bf16_units:
+            # without bf16 units torch's bf16 matmuls are emulated (this repo's AMD EPYC: ~1 GFLOP/s, 61
+            # tokens/s), and 45 updates would take most of an hour
+            result["train_bf16"] = "skipped: no AVX512-BF16 or AMX on this CPU (--bf16-train yes runs it)"
+        for precision in ("fp32", "bf16") if args.bf16_train == "yes" or bf16_units else ("fp32",):
             fig = train_in_child(args, f"{tmp}/bin", precision, f"{tmp}/model.pt" if precision == "fp32" else "")
             result["parameters"] = fig.pop("parameters")
             suffix = "" if precision == "fp32" else "_bf16"
