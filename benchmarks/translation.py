@@ -262,11 +262,12 @@ def main() -> None:
         # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
         flags = result["cpu_flags"]
         bf16_units = flags["avx512_bf16"] or flags["amx_bf16"]
+        run_bf16 = args.bf16_train == "yes" or (args.bf16_train == "auto" and bf16_units)
         if args.bf16_train == "auto" and not bf16_units:
             # without bf16 units torch's bf16 matmuls are emulated (this repo's AMD EPYC: ~1 GFLOP/s, 61
             # tokens/s), and 45 updates would take most of an hour
             result["train_bf16"] = "skipped: no AVX512-BF16 or AMX on this CPU (--bf16-train yes runs it)"
-        for precision in ("fp32", "bf16") if args.bf16_train == "yes" or bf16_units else ("fp32",):
+        for precision in ("fp32", "bf16") if run_bf16 else ("fp32",):
             fig = train_in_child(args, f"{tmp}/bin", precision, f"{tmp}/model.pt" if precision == "fp32" else "")
             result["parameters"] = fig.pop("parameters")
             suffix = "" if precision == "fp32" else "_bf16"
