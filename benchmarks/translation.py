@@ -171,19 +171,34 @@ def train_in_child(args: argparse.Namespace, bin_dir: str, precision: str, save:
 
 
 def timed_runs(translator, sources, batch_size: int, repeats: int) -> tuple:
-    """(median sentences/s, all runs, matmul peak GFLOP/s after each run, the last run's best hypotheses)."""
+    """(median sentences/s, all runs, matmul peak GFLOP/s after each run, the last run's best hypothesis
+    of each sentence by id)."""
     runs, peaks, best = [], [], {}
     for _ in range(repeats):  # the median of a few runs: this kind of VM is noisy
         t0 = time.perf_counter()
-        best = {r["id"]: r["hypos"][0]["tokens"].tolist() for r in translator.generate_batches(sources, batch_size)}
+        best = {r["id"]: r["hypos"][0] for r in translator.generate_batches(sources, batch_size)}
         runs.append(round(len(best) / (time.perf_counter() - t0), 2))
         peaks.append(round(matmul_peak(torch.float32) / 1e9))  # the machine's speed just then
     return statistics.median(runs), runs, peaks, best
 
 
-def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: str) -> dict:
+def differ(a: dict, b: dict) -> int:
+    """How many sentences' best hypotheses differ (token for token) between two runs."""
+    return sum(a[i]["tokens"].tolist() != b[i]["tokens"].tolist() for i in a)
+
+
+def bleu(translator, best: dict, refs: list) -> float:
+    """sacreBLEU of the detokenized best hypotheses (ids 0..n-1) against the first n references."""
+    import sacrebleu
+
+    hyps = [translator.hypothesis_text(best[i])["text"] for i in range(len(best))]
+    return round(sacrebleu.corpus_bleu(hyps, [refs[: len(hyps)]]).score, 2)
+
+
+def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: str, refs: list) -> dict:
     """CTranslate2 on the checkpoint: sentences/s at fp32 and int8 for each thread layout of the cores,
-    the best layout's figure under the plain key, and how many best hypotheses differ from seqkit's."""
+    the best layout's figure under the plain key, how many best hypotheses differ from seqkit's (fp32),
+    and the BLEU of the batch-64 set."""
     threads = torch.get_num_threads()
     layouts = {64: sorted({(1, threads), (threads, 1)}), 1: sorted({(1, threads), (1, 1)})}  # (inter, intra)
     out: dict = {"ct2_layouts": {}}
@@ -200,7 +215,9 @@ def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: st
                 if rate > best_rate:
                     best_rate, out[f"ct2_threads_{key}{suffix}"] = rate, f"inter {inter} x intra {intra}"
                 if compute == "float32":  # parity with seqkit's engine on the same sentences
-                    out[f"ct2_differ_{key}"] = sum(hyps[i] != ours[key][i] for i in ours[key])
+                    out[f"ct2_differ_{key}"] = differ(ours[key], hyps)
+                if key == "b64":
+                    out[f"ct2_bleu{suffix}"] = bleu(tr, hyps, refs)
             out[f"ct2_gen_sent_per_s_{key}{suffix}"] = best_rate
     return out
 
@@ -281,6 +298,7 @@ def main() -> None:
             from seqkit.io import read_lines
 
             sources = [test.encode_source(line) for line in read_lines(f"{src}/test_2016_flickr.de.gz")]
+            refs = list(read_lines(f"{src}/test_2016_flickr.en.gz"))
         else:
             task = TASKS.build(TranslationConfig(data=f"{tmp}/bin"))
             model = task.build_model(dataclasses.replace(choices[args.model], share_all_embeddings=True))
@@ -297,11 +315,19 @@ def main() -> None:
             result[f"gen_sent_per_s_{key}"], result[f"gen_sent_runs_{key}"] = rate, runs
             result[f"gen_fp32_peak_gflops_{key}"], result[f"gen_sent_count_{key}"] = peaks, len(subset)
         result["gen_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        if args.checkpoint:  # the same sentences through seqkit's engine with int8 Linear layers
+            result["gen_bleu"] = bleu(tr, ours["b64"], refs)
+            tr8 = Translator.from_checkpoint(args.checkpoint, quantize="int8", gen_cfg=GenerationConfig(beam=5))
+            for key, (subset, bs) in sets.items():
+                rate, runs, _, best = timed_runs(tr8, subset, bs, args.gen_repeats)
+                result[f"gen_sent_per_s_{key}_int8"], result[f"gen_int8_differ_{key}"] = rate, differ(ours[key], best)
+                if key == "b64":
+                    result["gen_bleu_int8"] = bleu(tr8, best, refs)
         have_ct2 = bool(args.checkpoint) and not args.no_ct2 and importlib.util.find_spec("ctranslate2") is not None
         if args.checkpoint and not args.no_ct2 and not have_ct2:
             result["ct2"] = "not installed (pip install 'seqkit[ct2]')"
         if have_ct2:
-            result.update(ct2_figures(args, sets, ours, f"{tmp}/ct2"))
+            result.update(ct2_figures(args, sets, ours, f"{tmp}/ct2", refs))
             result["gen_vs_ct2_b64"] = round(result["gen_sent_per_s_b64"] / result["ct2_gen_sent_per_s_b64"], 3)
             result["gen_vs_ct2_b1"] = round(result["gen_sent_per_s_b1"] / result["ct2_gen_sent_per_s_b1"], 3)
         if args.checkpoint:

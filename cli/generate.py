@@ -199,6 +199,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
     import torch
     from omegaconf import OmegaConf
 
+    from seqkit.generation.quantize import check_quantize, quantize_int8
     from seqkit.io import atomic_write_text
     from seqkit.training import distributed
 
@@ -217,7 +218,10 @@ def generate(argv: Optional[List[str]] = None) -> None:
         raise SeqkitError("engine=ctranslate2 runs in one process (it threads itself): drop torchrun")
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
+    check_quantize(cfg.quantize, device.type, cfg.engine, cfg.common.precision)
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
+    if cfg.quantize == "int8":
+        model = quantize_int8(model.eval())
     if getattr(task, "model_kind", None) == "masked_lm":
         _cloze(task, model.to(device), device, cfg, getattr(sys.stdin, "buffer", sys.stdin))
         return

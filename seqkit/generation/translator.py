@@ -51,6 +51,9 @@ class GenerateConfig:
                       choices=("seqkit", "ctranslate2"))
     compute_type: str = arg("default", "engine=ctranslate2: its compute type (default: the export's weights; int8, "
                                        "int8_float32, bfloat16, float32, ...)")
+    quantize: str = arg("none", "engine=seqkit on CPU: int8 keeps every Linear layer's weights (the tied output "
+                                "projection's too) in int8 and quantizes activations per call (torch's dynamic "
+                                "quantization); none: fp32", choices=("none", "int8"))
     intra_threads: int = arg(0, "engine=ctranslate2: threads per batch (0: common.threads / inter_threads)", ge=0)
     ctranslate2_dir: str = arg("", "engine=ctranslate2: the export folder to use, rewritten when it does not match "
                                    "the checkpoint (empty: a cache folder keyed by the checkpoint's sha256)")
@@ -131,17 +134,22 @@ class Translator:
                         gen_cfg: Optional[GenerationConfig] = None, task_overrides: Optional[Dict[str, Any]] = None,
                         inter_threads: int = 0, engine: str = "seqkit", compute_type: str = "default",
                         intra_threads: int = 0, ctranslate2_dir: str = "", batch_size: int = 64,
-                        **generation: Any) -> "Translator":
+                        quantize: str = "none", **generation: Any) -> "Translator":
         """Build everything from one checkpoint; keyword arguments override GenerationConfig fields.
         ``engine="ctranslate2"`` searches with CTranslate2 (see :class:`GenerateConfig` for its options;
-        ``batch_size`` only picks its default thread layout)."""
+        ``batch_size`` only picks its default thread layout); ``quantize="int8"`` quantizes seqkit's."""
+        from seqkit.generation.quantize import check_quantize, quantize_int8
+
+        dev = torch.device(device)
+        check_quantize(quantize, dev.type, engine, precision)
         task, model = load_for_inference(path, task_overrides)
         if getattr(task, "model_kind", "seq2seq") not in ("seq2seq", "lm"):
             raise SeqkitError(f"{path} holds a {task.model_kind} model: use seqkit.generation.Classifier")
-        dev = torch.device(device)
         gen_cfg = _merge_generation(gen_cfg or GenerationConfig(), generation)
         ct2 = ct2_engine(task, model, path, gen_cfg, engine, device, torch.get_num_threads(), batch_size,
                          inter_threads, intra_threads, compute_type, ctranslate2_dir)
+        if quantize == "int8":
+            model = quantize_int8(model.eval())
         return cls(task, model.to(dev), gen_cfg, dev, precision, inter_threads, ct2)
 
     def _autocast(self) -> Any:

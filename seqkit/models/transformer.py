@@ -147,8 +147,17 @@ class TransformerModel(EncoderDecoderModel):
         return self._project(self.decoder_norm(x))
 
     def _project(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
-        return F.linear(x, weight)  # (..., V)
+        if self.output_proj is None:  # tied to the target embeddings
+            return F.linear(x, self.tgt_embed.weight)  # (..., V)
+        return self.output_proj(x)  # (..., V)
+
+    def untie_output(self) -> None:
+        """For inference-time rewrites (``quantize=int8``): a tied output projection becomes an
+        ``nn.Linear`` sharing the embedding's weight, so module swaps reach it."""
+        if self.output_proj is None:
+            V, C = self.tgt_embed.weight.shape
+            self.output_proj = nn.Linear(C, V, bias=False)
+            self.output_proj.weight = self.tgt_embed.weight
 
     def _embed_target(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
         x = self.embed_scale * self.tgt_embed(tokens) + self.tgt_pos(tokens.size(1), offset)

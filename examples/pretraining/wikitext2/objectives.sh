@@ -27,7 +27,7 @@ esac
 hours=$(python -c "print(round($minutes / 60, 4))")
 # no dropout on attention weights: with it SDPA leaves its fused CPU kernel (a third slower here)
 mlm=(task=masked_lm task.tokens_per_sample=128 model.attention_dropout=0.0 criterion=masked_lm optimizer=adamw optimizer.lr=7e-4
-     dataset.max_tokens=8192 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
+     dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
 denoise=(task=denoising task.tokens_per_sample=128 model=transformer_small model.share_all_embeddings=true
          model.dropout=0.1 criterion=label_smoothed_cross_entropy optimizer=adamw optimizer.lr=7e-4
          dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
