@@ -208,6 +208,7 @@ def test_every_objective_trains(corpus, tmp_path, model, criterion, extra):
         assert "sentence_accuracy" in valid[-1]
     if criterion == "electra":
         assert valid[-1]["disc_accuracy"] > 50
+        assert 0 < valid[-1]["replaced"] < 50  # % of all positions; about 15% less the generator's hits
 
 
 def test_cloze_fills_slots_from_python_and_the_shell(corpus, tmp_path):

@@ -132,6 +132,8 @@ class MaskedLMTask:
             out["accuracy"] = round(100.0 * sums.get("mlm_correct", 0.0) / sums["sample_size"], 2)
         if sums.get("disc_positions"):  # ELECTRA's discriminator: replaced-token detection accuracy
             out["disc_accuracy"] = round(100.0 * sums.get("disc_correct", 0.0) / sums["disc_positions"], 2)
+            # the share of replaced positions: calling every token original scores 100 minus this
+            out["replaced"] = round(100.0 * sums.get("replaced", 0.0) / sums["disc_positions"], 2)
         if sums.get("sentence_count"):
             out["sentence_accuracy"] = round(100.0 * sums.get("sentence_correct", 0.0) / sums["sentence_count"], 2)
         return out
