@@ -221,7 +221,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
     check_quantize(cfg.quantize, device.type, cfg.engine, cfg.common.precision)
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
     if cfg.quantize == "int8":
-        model = quantize_int8(model.eval())
+        model = quantize_int8(model)
     if getattr(task, "model_kind", None) == "masked_lm":
         _cloze(task, model.to(device), device, cfg, getattr(sys.stdin, "buffer", sys.stdin))
         return

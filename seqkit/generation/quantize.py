@@ -38,8 +38,8 @@ def check_quantize(quantize: str, device: str, engine: str = "seqkit", precision
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
-    """``model`` (in eval mode, on CPU) with its Linear/LSTM/GRU layers dynamically quantized to
-    int8, in place. Logs how many layers and weights were converted."""
+    """``model`` (on CPU), put in eval mode, with its Linear/LSTM/GRU layers dynamically quantized
+    to int8, in place. Logs how many layers and weights were converted."""
     try:
         from torch.ao.quantization import quantize_dynamic
     except ImportError:  # removed from a future torch

@@ -27,6 +27,7 @@ from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig
 from seqkit.generation.load import load_for_inference
+from seqkit.generation.quantize import QUANTIZE, check_quantize, quantize_int8
 from seqkit.generation.search import SequenceGenerator
 
 log = logging.getLogger("seqkit.generate")
@@ -53,7 +54,7 @@ class GenerateConfig:
                                        "int8_float32, bfloat16, float32, ...)")
     quantize: str = arg("none", "engine=seqkit on CPU: int8 keeps every Linear layer's weights (the tied output "
                                 "projection's too) in int8 and quantizes activations per call (torch's dynamic "
-                                "quantization); none: fp32", choices=("none", "int8"))
+                                "quantization); none: fp32", choices=QUANTIZE)
     intra_threads: int = arg(0, "engine=ctranslate2: threads per batch (0: common.threads / inter_threads)", ge=0)
     ctranslate2_dir: str = arg("", "engine=ctranslate2: the export folder to use, rewritten when it does not match "
                                    "the checkpoint (empty: a cache folder keyed by the checkpoint's sha256)")
@@ -138,8 +139,6 @@ class Translator:
         """Build everything from one checkpoint; keyword arguments override GenerationConfig fields.
         ``engine="ctranslate2"`` searches with CTranslate2 (see :class:`GenerateConfig` for its options;
         ``batch_size`` only picks its default thread layout); ``quantize="int8"`` quantizes seqkit's."""
-        from seqkit.generation.quantize import check_quantize, quantize_int8
-
         dev = torch.device(device)
         check_quantize(quantize, dev.type, engine, precision)
         task, model = load_for_inference(path, task_overrides)
@@ -149,7 +148,7 @@ class Translator:
         ct2 = ct2_engine(task, model, path, gen_cfg, engine, device, torch.get_num_threads(), batch_size,
                          inter_threads, intra_threads, compute_type, ctranslate2_dir)
         if quantize == "int8":
-            model = quantize_int8(model.eval())
+            model = quantize_int8(model)
         return cls(task, model.to(dev), gen_cfg, dev, precision, inter_threads, ct2)
 
     def _autocast(self) -> Any:
