@@ -20,6 +20,7 @@ from seqkit.errors import SeqkitError
 from seqkit.eval_lm import EvalLMConfig, evaluate
 from seqkit.generation.load import load_for_inference
 from seqkit.generation.translator import Translator
+from seqkit.models.pretrained import _drop_heads
 from seqkit.preprocess import PreprocessConfig, preprocess
 from seqkit.registry import MODELS
 from seqkit.tokenizers.space import SpaceConfig
@@ -29,16 +30,19 @@ from seqkit.training.trainer import Trainer
 seqkit.import_builtin_components()
 
 DICT = Dictionary([f"w{i}" for i in range(28)])  # 32 symbols: pad=0, <s>=1, </s>=2, unk=3
-LMS = {"transformer_lm": "gpt_tiny", "lstm_lm": "lstm_lm_tiny"}
+ADAPTIVE_INPUT = {"adaptive_softmax_cutoff": [8, 20], "share_input_output_embed": False, "adaptive_input": True}
+LMS = {"transformer_lm": ("gpt_tiny", {}), "lstm_lm": ("lstm_lm_tiny", {}),
+       "transformer_lm_adaptive_input": ("gpt_tiny", ADAPTIVE_INPUT)}
 
 
 def build(name, seed=0, **kw):
     torch.manual_seed(seed)
-    cfg = MODELS.choices()[LMS[name]]
+    preset, variant = LMS[name]
+    cfg = MODELS.choices()[preset]
     off = {"dropout": 0.0}
     if "attention_dropout" in {f.name for f in dataclasses.fields(cfg)}:
         off.update(attention_dropout=0.0, layer_norm_impl="torch")
-    return MODELS.build(dataclasses.replace(cfg, **{**off, **kw}), DICT).double().eval()
+    return MODELS.build(dataclasses.replace(cfg, **{**off, **variant, **kw}), DICT).double().eval()
 
 
 def tokens(B, T, seed=0):
@@ -117,6 +121,7 @@ def test_blocks_shift_by_one_and_context_is_read_not_scored(corpus):
 FROZEN = {  # logits[0, -1, 4:8] of tokens(2, 6) through the seed-0 tiny model (float64)
     "transformer_lm": [0.19486512, 1.95469177, 0.06380457, 0.43623396],
     "lstm_lm": [0.01701198, -0.01102608, 0.00222893, -0.01835218],
+    "transformer_lm_adaptive_input": [-4.95538101, -1.91393719, -1.18874346, -2.09663902],  # log-probs
 }
 
 
@@ -175,12 +180,34 @@ def test_adaptive_softmax_scores_targets_as_its_full_distribution():
         build("lstm_lm", adaptive_softmax_cutoff=[20, 8], share_input_output_embed=False)
 
 
+def test_adaptive_input_embeds_with_the_softmax_weights():
+    model = build("transformer_lm_adaptive_input")
+    softmax = model.head.adaptive  # head: tokens 0..7 at C 64; tails: 8..19 at 16, 20..31 at 4
+    x = torch.tensor([[5, 9, 25]])
+    e = model.embed(x)[0]  # (3, C)
+    assert torch.equal(e[0], softmax.head.weight[5])
+    assert torch.allclose(e[1], softmax.tail[0][1].weight[9 - 8] @ softmax.tail[0][0].weight, atol=1e-12)
+    assert torch.allclose(e[2], softmax.tail[1][1].weight[25 - 20] @ softmax.tail[1][0].weight, atol=1e-12)
+    # the only token table is the softmax's: the plain adaptive model has V x C more parameters
+    plain = build("transformer_lm", adaptive_softmax_cutoff=[8, 20], share_input_output_embed=False)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(plain) - count(model) == len(DICT) * 64
+    # input occurrences train the output weights of the rare bands
+    model(x, torch.tensor([3])).sum().backward()
+    assert softmax.tail[1][1].weight.grad[25 - 20].abs().sum() > 0
+    _drop_heads(model)  # fine-tuning drops the output layer; the embeddings keep every shared weight
+    assert model.head is None and count(model) == count(plain) - len(DICT) * 64 and torch.equal(model.embed(x)[0], e)
+    for bad in ({"adaptive_softmax_cutoff": []}, {"share_input_output_embed": True}):
+        with pytest.raises(SeqkitError, match="adaptive_input=true shares the adaptive softmax"):
+            build("transformer_lm_adaptive_input", **bad)
+
+
 # -- training, eval-lm, generation ---------------------------------------------------------------
 
 
-def train(corpus, save_dir, model, *extra):
+def train(corpus, save_dir, model, *extra, criterion="cross_entropy"):
     overrides = ["task=language_modeling", f"task.data={corpus / 'bin'}", "task.tokens_per_sample=16",
-                 f"checkpoint.save_dir={save_dir}", f"model={model}", "criterion=cross_entropy",
+                 f"checkpoint.save_dir={save_dir}", f"model={model}", f"criterion={criterion}",
                  "optimizer=adam", "optimizer.lr=0.01", "lr_scheduler=fixed", "dataset.max_tokens=256",
                  "optimization.max_update=60", "common.log_format=json", "common.threads=1", *extra]
     trainer = Trainer(OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(overrides)))
@@ -190,11 +217,15 @@ def train(corpus, save_dir, model, *extra):
 
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory):
-    return {name: train(corpus, tmp_path_factory.mktemp(name), preset, f"optimizer.lr={lr}")
+    runs = {name: train(corpus, tmp_path_factory.mktemp(name), preset, f"optimizer.lr={lr}")
             for name, preset, lr in (("gpt", "gpt_tiny", 0.01), ("lstm", "lstm_lm_tiny", 0.1))}
+    runs["gpt_adaptive_input"] = train(corpus, tmp_path_factory.mktemp("gpt_ai"), "gpt_tiny", "optimizer.lr=0.01",
+                                       "model.adaptive_softmax_cutoff=[6,10]", "model.share_input_output_embed=false",
+                                       "model.adaptive_input=true", criterion="adaptive_loss")
+    return runs
 
 
-@pytest.mark.parametrize("name", ["gpt", "lstm"])
+@pytest.mark.parametrize("name", ["gpt", "lstm", "gpt_adaptive_input"])
 def test_training_beats_the_unigram_baseline(corpus, trained, name):
     counts = np.bincount(lm_task(corpus / "bin").load_dataset("train").stream.astype(np.int64))
     p = counts[counts > 0] / counts.sum()
@@ -215,7 +246,7 @@ def hand_nll(model, stream, block, context):
     return total
 
 
-@pytest.mark.parametrize("name", ["gpt", "lstm"])
+@pytest.mark.parametrize("name", ["gpt", "lstm", "gpt_adaptive_input"])
 @pytest.mark.parametrize("context", [0, 6])
 def test_eval_lm_equals_the_perplexity_by_hand(corpus, trained, name, context):
     ck = trained[name][2]
@@ -249,7 +280,7 @@ def test_eval_lm_rejects_learned_positions_never_trained(corpus, trained):
     assert evaluate(cfg)["context_window"] == 8
 
 
-@pytest.mark.parametrize("name", ["gpt", "lstm"])
+@pytest.mark.parametrize("name", ["gpt", "lstm", "gpt_adaptive_input"])
 def test_prompts_continue_alike_batched_or_one_by_one(trained, name):
     ck = str(trained[name][2])
     t = Translator.from_checkpoint(ck, beam=1, max_len_b=8)

@@ -3,7 +3,8 @@
 tokens -> embedding (x sqrt(C) with ``scale_embedding``) + positions (learned or sinusoidal) ->
 dropout -> L layers of causal self-attention and feed-forward (pre-norm by default, then a final
 LayerNorm) -> output layer: the input embedding's transpose (tied, GPT's choice), its own matrix,
-or an adaptive softmax (:mod:`seqkit.models.modules.lm_head`).
+or an adaptive softmax (:mod:`seqkit.models.modules.lm_head`), optionally with adaptive input
+embeddings that share its weights (:mod:`seqkit.models.modules.adaptive_input`).
 
 Shapes: B batch, T length, C embed_dim, V vocabulary, H heads, D = C / H, t cached positions.
 """
@@ -22,6 +23,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import Cache, LanguageModel
+from seqkit.models.modules.adaptive_input import AdaptiveInput, init_shared
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
@@ -50,6 +52,8 @@ class TransformerLMConfig:
                                                   "full softmax; needs share_input_output_embed=false)", factory=list)
     adaptive_softmax_factor: float = arg(4.0, "each adaptive softmax tail cluster's dimension is the previous one's / this",
                                          gt=1)
+    adaptive_input: bool = arg(False, "embed tokens in the adaptive softmax's bands with its weights (Baevski & Auli, "
+                                      "2019): needs adaptive_softmax_cutoff and share_input_output_embed=false")
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -88,10 +92,21 @@ class TransformerLM(LanguageModel):
         self.cfg = cfg
         C, V = cfg.embed_dim, len(dictionary)
         self.pad = dictionary.pad()
-        self.embed = nn.Embedding(V, C, padding_idx=self.pad)
-        nn.init.normal_(self.embed.weight, mean=0.0, std=C**-0.5)
-        with torch.no_grad():
-            self.embed.weight[self.pad].zero_()
+        if cfg.adaptive_input:
+            if not cfg.adaptive_softmax_cutoff or cfg.share_input_output_embed:
+                raise SeqkitError("model.adaptive_input=true shares the adaptive softmax's weights: set "
+                                  "model.adaptive_softmax_cutoff (e.g. [2000,10000]) and "
+                                  "model.share_input_output_embed=false")
+            head = LMHead(C, V, None, cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
+            init_shared(head.adaptive)
+            self.embed = AdaptiveInput(head.adaptive)
+        else:
+            self.embed = nn.Embedding(V, C, padding_idx=self.pad)
+            nn.init.normal_(self.embed.weight, mean=0.0, std=C**-0.5)
+            with torch.no_grad():
+                self.embed.weight[self.pad].zero_()
+            head = LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
+                          cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
         self.embed_scale = math.sqrt(C) if cfg.scale_embedding else 1.0
         self.positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
         self.layers = nn.ModuleList(
@@ -99,8 +114,7 @@ class TransformerLM(LanguageModel):
                          cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
             for _ in range(cfg.layers))
         self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
-        self.head = LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
-                           cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
+        self.head = head
 
     @classmethod
     def build(cls, cfg: TransformerLMConfig, dictionary: Dictionary) -> "TransformerLM":
