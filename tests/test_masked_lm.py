@@ -136,6 +136,27 @@ def test_bert_frozen_output_and_heads(corpus):
 FROZEN_BERT = [0.32955, -1.15467, 1.56244, -0.39793]  # mlm logits less the bias, first masked position, ids 4..7
 
 
+def test_embed_init_std_starts_the_tied_head_near_the_unigram(corpus):
+    t = task(corpus)
+    ds = t.load_dataset("valid")
+    sample = ds.collate(range(40))
+    target = sample["target"]  # (N,)
+    unigram = torch.nn.functional.cross_entropy(MODELS.build(dataclasses.replace(
+        MODELS.choices()["bert_mini"], **TINY), t.dictionary).mlm_head.bias.expand(len(target), -1), target)
+    excess = {}
+    for std in (0.0, 0.02):
+        model = build("bert_mini", t.dictionary, embed_init_std=std, embedding_dim=0)
+        enc = model.encoder
+        if std:
+            for table in (enc.embed_tokens.weight[4:], enc.embed_positions.weight, enc.embed_segments.weight):
+                assert float(table.std()) == pytest.approx(std, rel=0.25)  # tables of 64 to 2,048 values
+        with torch.no_grad():
+            logits = model(**sample["net_input"])["mlm"]  # (N, V)
+        excess[std] = float(torch.nn.functional.cross_entropy(logits, target) - unigram)
+    # E**-0.5 = 0.18 at C 32: logits of std ~1 around the unigram bias (+0.29 nats here); 0.02: std ~0.1
+    assert excess[0.0] > 0.2 and abs(excess[0.02]) < 0.02, excess  # nats
+
+
 def test_albert_shares_one_layer_and_factorizes_embeddings(corpus):
     d = task(corpus).dictionary
     shared = build("albert_mini", d)

@@ -57,6 +57,8 @@ class TransformerEncoderConfig:
     embedding_dim: int = arg(0, "factorized token embeddings of size E, projected to embed_dim (ALBERT); "
                                 "0: embed_dim, no projection", ge=0)
     share_layers: bool = arg(False, "one layer's parameters for all encoder_layers (ALBERT's cross-layer sharing)")
+    embed_init_std: float = arg(0.0, "std of the token, learned position and segment embeddings at init (0: each "
+                                     "table's dim**-0.5); BERT's 0.02 starts a tied masked-LM head near its bias", ge=0)
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -105,15 +107,17 @@ class TransformerEncoder(nn.Module):
         C, self.pad, self.cfg = cfg.embed_dim, src_dict.pad(), cfg
         E = cfg.embedding_dim or C
         self.embed_tokens = nn.Embedding(len(src_dict), E, padding_idx=self.pad)
-        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=E**-0.5)
+        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=cfg.embed_init_std or E**-0.5)
         with torch.no_grad():
             self.embed_tokens.weight[self.pad].zero_()
         self.embed_proj = nn.Linear(E, C, bias=False) if E != C else None  # ALBERT: (V, E) + (E, C) << (V, C)
         self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(E)
         self.embed_positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
+        if cfg.learned_positions and cfg.embed_init_std:
+            nn.init.normal_(self.embed_positions.weight, mean=0.0, std=cfg.embed_init_std)
         self.embed_segments = nn.Embedding(cfg.num_segments, C) if cfg.num_segments else None
         if self.embed_segments is not None:
-            nn.init.normal_(self.embed_segments.weight, mean=0.0, std=C**-0.5)
+            nn.init.normal_(self.embed_segments.weight, mean=0.0, std=cfg.embed_init_std or C**-0.5)
         self.embed_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.embed_layer_norm else nn.Identity()
         self.layers = nn.ModuleList(
             EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
