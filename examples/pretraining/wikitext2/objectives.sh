@@ -39,9 +39,7 @@ for objective in "${objectives[@]}"; do
     bert) args=("${mlm[@]}" model=bert_mini task.sentence_pairs=nsp task.mask_copies=10 task.mask_unit=word) ;;
     albert) args=("${mlm[@]}" model=albert_mini task.sentence_pairs=sop) ;;
     spanbert) args=("${mlm[@]}" model=spanbert_mini task.mask_unit=span) ;;
-    # embeddings at BERT's std 0.02: the generator's tied head starts at its unigram bias, not 1.2 bits above
-    electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0
-                   model.embed_init_std=0.02) ;;
+    electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0) ;;
     bart) args=("${denoise[@]}" task.noise=bart) ;;
     t5) args=("${denoise[@]}" task.noise=t5) ;;
     *) echo "objectives.sh: error: unknown objective '$objective'" >&2; exit 2 ;;
