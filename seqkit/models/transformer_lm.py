@@ -97,7 +97,7 @@ class TransformerLM(LanguageModel):
                 raise SeqkitError("model.adaptive_input=true shares the adaptive softmax's weights: set "
                                   "model.adaptive_softmax_cutoff (e.g. [2000,10000]) and "
                                   "model.share_input_output_embed=false")
-            head = LMHead(C, V, None, cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
+            head = LMHead(C, V, None, cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)  # first: it embeds
             init_shared(head.adaptive)
             self.embed = AdaptiveInput(head.adaptive)
         else:
@@ -105,8 +105,7 @@ class TransformerLM(LanguageModel):
             nn.init.normal_(self.embed.weight, mean=0.0, std=C**-0.5)
             with torch.no_grad():
                 self.embed.weight[self.pad].zero_()
-            head = LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
-                          cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
+            head = None  # built after the layers, as before adaptive input (same random init for a seed)
         self.embed_scale = math.sqrt(C) if cfg.scale_embedding else 1.0
         self.positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
         self.layers = nn.ModuleList(
@@ -114,7 +113,8 @@ class TransformerLM(LanguageModel):
                          cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
             for _ in range(cfg.layers))
         self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
-        self.head = head
+        self.head = head if head is not None else LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
+                                                         cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
 
     @classmethod
     def build(cls, cfg: TransformerLMConfig, dictionary: Dictionary) -> "TransformerLM":
