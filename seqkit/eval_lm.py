@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from omegaconf import MISSING
 
 from seqkit.common_config import CommonConfig
@@ -123,30 +124,95 @@ def unigram_nll(task: Any, stream: Any) -> Optional[float]:
     return float(-logp[np.asarray(stream, dtype=np.int64)].sum())
 
 
-def _scored(task: Any, model: Any, sample: Dict[str, Any], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+def _scored(task: Any, model: Any, sample: Dict[str, Any], device: torch.device) -> Tuple[Any, ...]:
     """Logits ``(N, V)`` and targets ``(N,)`` of the scored positions of a batch: the masked ones
-    (masked LM; ELECTRA's are its generator's) or the target tokens (denoising, teacher-forced)."""
+    (masked LM; ELECTRA's are its generator's) or the target tokens (denoising, teacher-forced).
+    For ELECTRA also the discriminator's logits, labels (True: replaced) and input tokens ``(P,)``
+    at every real position of the text its generator's samples corrupted (else None each)."""
     ni = {k: v.to(device) for k, v in sample["net_input"].items() if not k.startswith("sbo_")}
     target = sample["target"].to(device)
     if task.model_kind == "masked_lm":
-        return model(**ni)["mlm"].float(), target  # already (N, V) and (N,)
+        if hasattr(model, "discriminate"):
+            out = model(**ni, mlm_target=target)
+            keep = out["keep"]  # (B, S)
+            return (out["mlm"].float(), target, out["disc"].float()[keep], out["disc_labels"][keep],
+                    out["corrupted"][keep])
+        return model(**ni)["mlm"].float(), target, None, None, None  # already (N, V) and (N,)
     logits = model(**ni).float()  # (B, T, V)
     keep = target.ne(task.ignore_index)
-    return logits[keep], target[keep]
+    return logits[keep], target[keep], None, None, None
+
+
+def binary_auc(scores: Any, labels: Any) -> float:
+    """Probability that a positive (``labels`` true) scores above a negative, ties counting half
+    (the area under the ROC curve; 0.5: no better than chance)."""
+    import numpy as np
+
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    if not pos or not neg:
+        return float("nan")
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    mid_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based rank of each distinct value, ties averaged
+    rank_sum = float(mid_rank[inverse][labels].sum())
+    return (rank_sum - pos * (pos + 1) / 2.0) / (pos * neg)
+
+
+def _entropy_bits(replaced: Any, total: Any) -> Any:
+    """Binary entropy (bits) of ``replaced / total``, elementwise; 0 where the fraction is 0 or 1."""
+    import numpy as np
+
+    p = np.asarray(replaced, dtype=np.float64) / np.maximum(np.asarray(total, dtype=np.float64), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+    return np.nan_to_num(h, nan=0.0)
+
+
+def discriminator_figures(logits: torch.Tensor, labels: torch.Tensor, tokens: torch.Tensor) -> Dict[str, float]:
+    """ELECTRA's replaced-token detection over ``(P,)`` positions (``tokens``: the discriminator's
+    input there) beside two context-free baselines, fit on these very positions: the base rate
+    (every position given the replaced fraction r; its AUC is 0.5) and the token alone (each token
+    type given its own replaced fraction: what rare or odd samples give away without context).
+    Losses in bits per position, accuracies in %, and the discriminator's AUC."""
+    import numpy as np
+
+    gold = labels.float()
+    r = float(gold.mean())
+    ids = np.unique(tokens.numpy(), return_inverse=True)[1]
+    per_type = np.bincount(ids, weights=labels.numpy().astype(np.float64))  # replaced count of each type
+    seen = np.bincount(ids).astype(np.float64)  # positions of each type
+    P = max(int(gold.numel()), 1)
+    return {
+        "disc_positions": int(gold.numel()),
+        "replaced": round(100.0 * r, 2),
+        "disc_loss": round(float(F.binary_cross_entropy_with_logits(logits, gold)) / math.log(2), 4),
+        "disc_base_rate_loss": round(float(_entropy_bits(r, 1.0)), 4),
+        "disc_token_only_loss": round(float((_entropy_bits(per_type, seen) * seen).sum()) / P, 4),
+        "disc_accuracy": round(100.0 * float(((logits > 0).float() == gold).float().mean()), 2),
+        "disc_base_rate_accuracy": round(100.0 * max(r, 1.0 - r), 2),
+        "disc_token_only_accuracy": round(100.0 * float(np.maximum(per_type, seen - per_type).sum()) / P, 2),
+        "disc_auc": round(binary_auc(logits.numpy(), labels.numpy()), 4),
+    }
 
 
 def evaluate_noised(cfg: EvalLMConfig, task: Any, model: Any, device: torch.device) -> Dict[str, Any]:
     """A masked-LM or denoising checkpoint on ``cfg.gen_subset``, masked or noised as validation does
     it (the same, with the run's seed): loss and top-1 / top-5 accuracy at the scored positions,
-    beside the unigram baseline's loss and top-1 accuracy on the same positions."""
+    beside the unigram baseline's loss and top-1 accuracy on the same positions (the targets' own
+    distribution; for masked LMs also the training split's). ELECTRA adds its discriminator's
+    figures on its generator's samples (:func:`discriminator_figures`)."""
     import numpy as np
 
     ds = task.load_dataset(cfg.gen_subset)
     nll, correct, correct5, count = 0.0, 0, 0, 0
-    targets = []
+    targets, disc_logits, disc_labels, disc_tokens = [], [], [], []
+    torch.manual_seed(cfg.common.seed)  # ELECTRA's generator samples the discriminator's input
     with torch.inference_mode():
         for batch in ds.batches(cfg.max_tokens, shuffle=False):
-            logits, target = _scored(task, model, ds.collate(batch), device)  # (N, V), (N,)
+            logits, target, *disc = _scored(task, model, ds.collate(batch), device)  # (N, V), (N,)
+            if disc[0] is not None:
+                for store, part in zip((disc_logits, disc_labels, disc_tokens), disc):
+                    store.append(part.cpu())
             nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
             top5 = logits.topk(min(5, logits.size(-1)), dim=-1).indices  # (N, 5)
             correct += int(top5[:, 0].eq(target).sum())
@@ -170,4 +236,10 @@ def evaluate_noised(cfg: EvalLMConfig, task: Any, model: Any, device: torch.devi
     p = p[p > 0]
     out["unigram_loss"] = round(float(-(p * np.log2(p)).sum()), 4)
     out["unigram_accuracy"] = round(100.0 * float(p.max()), 2)
+    if task.model_kind == "masked_lm":  # the training split's unigram, fixed before seeing these targets
+        train_nll = unigram_nll(task, t)
+        if train_nll is not None:
+            out["unigram_train_loss"] = round(train_nll / len(t) / math.log(2), 4)
+    if disc_logits:
+        out.update(discriminator_figures(torch.cat(disc_logits), torch.cat(disc_labels), torch.cat(disc_tokens)))
     return out

@@ -187,6 +187,23 @@ def test_electra_labels_mark_exactly_the_replaced_tokens(corpus):
     sampled = out["corrupted"][masked]
     assert torch.equal(labels[masked], sampled != sample["target"])
     assert model.generator.embed_tokens is model.encoder.embed_tokens
+    # ELECTRA's generator starts at zero bias: near-uniform first samples, which the discriminator
+    # can tell without context (logs/electra_unigram_start_collapse: from a unigram start it cannot)
+    assert not model.generator_head.bias.any()
+
+
+def test_discriminator_figures_against_the_base_rate():
+    from seqkit.eval_lm import binary_auc, discriminator_figures
+
+    assert binary_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == 0.75
+    assert binary_auc([0.5, 0.5, 0.5], [1, 0, 0]) == 0.5  # ties count half
+    logits = torch.tensor([-2.0, -1.0, 3.0, -0.5])  # (P,)
+    labels = torch.tensor([False, False, True, True])
+    tokens = torch.tensor([5, 6, 5, 7])  # token 5 is replaced once in two: 1 bit each; 6 and 7 are given away
+    assert discriminator_figures(logits, labels, tokens) == {
+        "disc_positions": 4, "replaced": 50.0, "disc_loss": 0.5276, "disc_base_rate_loss": 1.0,
+        "disc_token_only_loss": 0.5, "disc_accuracy": 75.0, "disc_base_rate_accuracy": 50.0,
+        "disc_token_only_accuracy": 75.0, "disc_auc": 1.0}
 
 
 def test_a_masked_lm_model_refuses_the_wrong_task_options(corpus):

@@ -200,6 +200,12 @@ def test_eval_lm_scores_noised_objectives_as_validation_does(text, runs, objecti
     assert r["loss"] == pytest.approx(valid["nll_loss"], abs=2e-3)
     assert r["accuracy"] <= r["top5_accuracy"] and 0 < r["unigram_accuracy"] < 100
     assert 0 < r["unigram_loss"] <= math.log2(len(WORDS) + 20)
+    if objective in ("bert", "spanbert", "electra"):  # the training split's unigram cannot beat the targets' own
+        assert r["unigram_train_loss"] >= r["unigram_loss"]
+    if objective == "electra":  # the discriminator beside its base rate, on the generator's samples
+        assert r["disc_loss"] > 0 and 0 < r["disc_base_rate_loss"] <= 1 and 0 <= r["disc_auc"] <= 1
+        assert r["disc_base_rate_accuracy"] == pytest.approx(100 - r["replaced"], abs=0.01)
+        assert r["disc_token_only_loss"] <= r["disc_base_rate_loss"]  # the token alone can only help
 
 
 SCRIPT = Path(__file__).parent / "e2e" / "transfer.sh"

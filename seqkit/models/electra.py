@@ -39,14 +39,18 @@ class ElectraConfig(TransformerEncoderConfig):
     generator_heads: int = arg(1, "generator attention heads", ge=1)
     generator_layers: int = arg(0, "generator layers (0: as many as the discriminator)", ge=0)
     sampling_temperature: float = arg(1.0, "temperature of the generator's samples", gt=0)
-    unigram_bias_init: bool = arg(True, "start the generator's output bias at the log unigram distribution of the "
-                                        "dictionary's counts (else zeros)")
+    unigram_bias_init: bool = arg(False, "start the generator's output bias at the log unigram of the dictionary's "
+                                         "counts; off (ELECTRA's zeros): its first samples are near-uniform, rare "
+                                         "tokens the discriminator learns to spot, and the task hardens as the "
+                                         "generator learns (from a unigram start no context-free cue tells a "
+                                         "replacement, and the discriminator's states collapse to one vector)")
 
 
 def _electra(layers: int, dim: int, heads: int, gen_dim: int, embedding_dim: int = 0) -> ElectraConfig:
+    # embeddings at std 0.02 (ELECTRA's and BERT's init): small logits through the tied generator head
     return ElectraConfig(encoder_layers=layers, embed_dim=dim, ffn_dim=4 * dim, attention_heads=heads, dropout=0.1,
                          attention_dropout=0.1, activation="gelu", normalize_before=False, learned_positions=True,
-                         max_positions=512, no_scale_embedding=True, embedding_dim=embedding_dim,
+                         max_positions=512, no_scale_embedding=True, embedding_dim=embedding_dim, embed_init_std=0.02,
                          generator_dim=gen_dim, generator_ffn_dim=4 * gen_dim, generator_heads=max(1, gen_dim // 64))
 
 

@@ -39,7 +39,8 @@ for objective in "${objectives[@]}"; do
     bert) args=("${mlm[@]}" model=bert_mini task.sentence_pairs=nsp task.mask_copies=10 task.mask_unit=word) ;;
     albert) args=("${mlm[@]}" model=albert_mini task.sentence_pairs=sop) ;;
     spanbert) args=("${mlm[@]}" model=spanbert_mini task.mask_unit=span) ;;
-    electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0) ;;
+    electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0
+                   model.sampling_temperature=2) ;;
     bart) args=("${denoise[@]}" task.noise=bart) ;;
     t5) args=("${denoise[@]}" task.noise=t5) ;;
     *) echo "objectives.sh: error: unknown objective '$objective'" >&2; exit 2 ;;
@@ -90,4 +91,9 @@ for name in names:
     else:
         cells = [f"{r['tokens']:,}", f"{r['loss']:.3f}", f"{math.log2(r['unigram_ppl']):.3f}", "—", "—"]
     print(f"| {name} | {updates} | " + " | ".join(cells) + f" | {sst2} |")
+    if "disc_loss" in r:  # ELECTRA's discriminator: its baseline is the base rate, not a unigram
+        cells = [f"{r['disc_positions']:,}", f"{r['disc_loss']:.3f}", f"{r['disc_base_rate_loss']:.3f}",
+                 f"{r['disc_accuracy']:.2f}", f"{r['disc_base_rate_accuracy']:.2f}"]
+        print(f"| {name} discriminator (AUC {r['disc_auc']:.3f}; baseline: the base rate) | {updates} | "
+              + " | ".join(cells) + f" | {sst2} |")
 PY
