@@ -94,6 +94,7 @@ for name in names:
     if "disc_loss" in r:  # ELECTRA's discriminator: its baseline is the base rate, not a unigram
         cells = [f"{r['disc_positions']:,}", f"{r['disc_loss']:.3f}", f"{r['disc_base_rate_loss']:.3f}",
                  f"{r['disc_accuracy']:.2f}", f"{r['disc_base_rate_accuracy']:.2f}"]
-        print(f"| {name} discriminator (AUC {r['disc_auc']:.3f}; baseline: the base rate) | {updates} | "
+        print(f"| {name} discriminator (AUC {r['disc_auc']:.3f}; baseline: the base rate; the token alone: "
+              f"{r['disc_token_only_loss']:.3f} bits, {r['disc_token_only_accuracy']:.2f}%) | {updates} | "
               + " | ".join(cells) + f" | {sst2} |")
 PY
