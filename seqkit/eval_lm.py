@@ -124,23 +124,24 @@ def unigram_nll(task: Any, stream: Any) -> Optional[float]:
     return float(-logp[np.asarray(stream, dtype=np.int64)].sum())
 
 
-def _scored(task: Any, model: Any, sample: Dict[str, Any], device: torch.device) -> Tuple[Any, ...]:
+def _scored(task: Any, model: Any, sample: Dict[str, Any],
+            device: torch.device) -> Tuple[torch.Tensor, torch.Tensor, Optional[Tuple[torch.Tensor, ...]]]:
     """Logits ``(N, V)`` and targets ``(N,)`` of the scored positions of a batch: the masked ones
     (masked LM; ELECTRA's are its generator's) or the target tokens (denoising, teacher-forced).
-    For ELECTRA also the discriminator's logits, labels (True: replaced) and input tokens ``(P,)``
-    at every real position of the text its generator's samples corrupted (else None each)."""
+    Third, for ELECTRA: the discriminator's logits, labels (True: replaced) and input tokens, each
+    ``(P,)``, at every real position of the text its generator's samples corrupted (else None)."""
     ni = {k: v.to(device) for k, v in sample["net_input"].items() if not k.startswith("sbo_")}
     target = sample["target"].to(device)
     if task.model_kind == "masked_lm":
         if hasattr(model, "discriminate"):
             out = model(**ni, mlm_target=target)
             keep = out["keep"]  # (B, S)
-            return (out["mlm"].float(), target, out["disc"].float()[keep], out["disc_labels"][keep],
-                    out["corrupted"][keep])
-        return model(**ni)["mlm"].float(), target, None, None, None  # already (N, V) and (N,)
+            disc = (out["disc"].float()[keep], out["disc_labels"][keep], out["corrupted"][keep])
+            return out["mlm"].float(), target, disc
+        return model(**ni)["mlm"].float(), target, None  # already (N, V) and (N,)
     logits = model(**ni).float()  # (B, T, V)
     keep = target.ne(task.ignore_index)
-    return logits[keep], target[keep], None, None, None
+    return logits[keep], target[keep], None
 
 
 def binary_auc(scores: Any, labels: Any) -> float:
@@ -209,11 +210,11 @@ def evaluate_noised(cfg: EvalLMConfig, task: Any, model: Any, device: torch.devi
     torch.manual_seed(cfg.common.seed)  # ELECTRA's generator samples the discriminator's input
     with torch.inference_mode():
         for batch in ds.batches(cfg.max_tokens, shuffle=False):
-            logits, target, *disc = _scored(task, model, ds.collate(batch), device)  # (N, V), (N,)
-            if disc[0] is not None:
+            logits, target, disc = _scored(task, model, ds.collate(batch), device)  # (N, V), (N,)
+            if disc is not None:
                 for store, part in zip((disc_logits, disc_labels, disc_tokens), disc):
                     store.append(part.cpu())
-            nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+            nll += float(F.cross_entropy(logits, target, reduction="sum"))
             top5 = logits.topk(min(5, logits.size(-1)), dim=-1).indices  # (N, 5)
             correct += int(top5[:, 0].eq(target).sum())
             correct5 += int(top5.eq(target[:, None]).any(-1).sum())
