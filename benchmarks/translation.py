@@ -15,7 +15,8 @@ backward pass each, padding included).
 Training runs in a child process per precision (fp32, then bf16 autocast), so each reports its
 own peak RSS. Without --checkpoint, generation uses the briefly trained fp32 model with output
 length capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only. With --checkpoint
-and the ctranslate2 package, the same sentences go through CTranslate2 (fp32 and int8, each
+seqkit's engine also runs with plain (unpacked) weights and with quantize=int8; with
+the ctranslate2 package, the same sentences go through CTranslate2 (fp32 and int8, each
 thread layout of the cores, its best reported) in the same process, and start-up is timed as whole
 `seqkit-generate` processes translating one stdin sentence.
 """
@@ -39,7 +40,7 @@ import torch
 import seqkit
 from seqkit.allocator import keep_freed_memory
 from seqkit.generation import GenerationConfig
-from seqkit.generation.translator import Translator
+from seqkit.generation.translator import Translator, pack_for_search
 from seqkit.models.transformer import TransformerConfig
 from seqkit.preprocess import PreprocessConfig, preprocess
 from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
@@ -76,8 +77,9 @@ def find_data(arg: str | None) -> str:
              "(examples/translation/multi30k/prepare.sh downloads it)")
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 1024, reps: int = 20) -> float:
-    """Best-of-3 FLOP/s of an n x n x n matmul at ``dtype``."""
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 3) -> float:
+    """Best-of-3 FLOP/s of ``reps`` n x n x n matmuls at ``dtype`` on all threads (2048: the issue's
+    definition of the MFU peak)."""
     a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     for _ in range(3):
         a @ b
@@ -305,7 +307,8 @@ def main() -> None:
             model = task.build_model(dataclasses.replace(choices[args.model], share_all_embeddings=True))
             model.load_state_dict(torch.load(f"{tmp}/model.pt"))
             gcfg = GenerationConfig(beam=5, max_len_a=1.2, max_len_b=10)
-            tr = Translator(task, model.eval(), gcfg, torch.device("cpu"), args.precision)
+            pack_for_search(model.eval(), True, "cpu", args.precision, "none", None)  # as seqkit-generate does
+            tr = Translator(task, model, gcfg, torch.device("cpu"), args.precision)
             test_ds = task.load_dataset("test", with_target=False)
             sources = [test_ds.src[i].tolist() for i in range(len(test_ds))]
         result["checkpoint"] = args.checkpoint
@@ -316,8 +319,14 @@ def main() -> None:
             result[f"gen_sent_per_s_{key}"], result[f"gen_sent_runs_{key}"] = rate, runs
             result[f"gen_fp32_peak_gflops_{key}"], result[f"gen_sent_count_{key}"] = peaks, len(subset)
         result["gen_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        if args.checkpoint:  # the same sentences through seqkit's engine with int8 Linear layers
+        if args.checkpoint:  # the same sentences through seqkit's engine with plain (unpacked) weights
             result["gen_bleu"] = bleu(tr, ours["b64"], refs)
+            plain = Translator.from_checkpoint(args.checkpoint, precision=args.precision, packed_weights=False,
+                                               gen_cfg=GenerationConfig(beam=5))
+            for key, (subset, bs) in sets.items():
+                rate, _, _, best = timed_runs(plain, subset, bs, args.gen_repeats)
+                result[f"gen_sent_per_s_{key}_unpacked"], result[f"gen_unpacked_differ_{key}"] = rate, differ(ours[key], best)
+        if args.checkpoint:  # ... and with int8 Linear layers
             tr8 = Translator.from_checkpoint(args.checkpoint, quantize="int8", gen_cfg=GenerationConfig(beam=5))
             for key, (subset, bs) in sets.items():
                 rate, runs, _, best = timed_runs(tr8, subset, bs, args.gen_repeats)

@@ -231,11 +231,13 @@ def generate(argv: Optional[List[str]] = None) -> None:
 
         t: Any = Classifier(task, model.to(device), device, cfg.common.precision)
     else:
-        from seqkit.generation.translator import ct2_engine
+        from seqkit.generation.translator import ct2_engine, pack_for_search
 
         engine = ct2_engine(task, model, cfg.path, cfg.generation, cfg.engine, device.type, torch.get_num_threads(),
                             cfg.batch_size, cfg.inter_threads, cfg.intra_threads, cfg.compute_type, cfg.ctranslate2_dir)
-        t = Translator(task, model.to(device), cfg.generation, device, cfg.common.precision, cfg.inter_threads, engine)
+        model = model.to(device)
+        pack_for_search(model, cfg.packed_weights, device.type, cfg.common.precision, cfg.quantize, engine)
+        t = Translator(task, model, cfg.generation, device, cfg.common.precision, cfg.inter_threads, engine)
     t0 = time.perf_counter()
     n = 0
     # stdin is read as bytes, decoded here, so bad UTF-8 is one clear error whatever the locale

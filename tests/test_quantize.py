@@ -1,6 +1,7 @@
-"""quantize=int8 on seqkit's own engine: every Linear of a trained tiny Transformer, its tied output
-projection included, becomes a dynamically quantized int8 layer whose logits stay close to fp32's,
-and ``seqkit-generate quantize=int8`` translates as fp32 mostly does."""
+"""Inference-time weight rewrites of seqkit's own engine. quantize=int8: every Linear of a trained tiny
+Transformer, its tied output projection included, becomes a dynamically quantized int8 layer whose
+logits stay close to fp32's, and ``seqkit-generate quantize=int8`` translates as fp32 mostly does.
+packed_weights: oneDNN-prepacked Linear layers compute what ``F.linear`` does and translate alike."""
 
 import copy
 
@@ -9,8 +10,12 @@ import torch
 from torch import nn
 
 from seqkit.cli.generate import main as generate_main
+from seqkit.generation import packed
 from seqkit.generation.load import load_for_inference
+from seqkit.generation.packed import PackedLinear, pack_linear_weights
 from seqkit.generation.quantize import quantize_int8
+
+needs_onednn = pytest.mark.skipif(not packed.packing_available(), reason="torch built without oneDNN")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +56,7 @@ def test_generate_int8_translates_like_fp32(checkpoint, toy_data, run_cli, fast_
     gen = fast_gen_args + [f"task.data={data}", f"path={checkpoint}"]
     fp32, int8 = run_cli(generate_main, gen), run_cli(generate_main, gen + ["quantize=int8"])
     assert fp32.code == 0 and int8.code == 0, int8.err
-    assert "quantize=int8: 23 layers" in int8.err
+    assert "quantize=int8: 23 layers" in int8.err and "packed_weights" not in int8.err  # int8 is not packed
 
     def hypotheses(text):
         return [line.split("\t")[-1] for line in text.splitlines() if line.startswith("D-")]
@@ -72,3 +77,47 @@ def test_bad_quantize_requests_are_one_line_errors(checkpoint, toy_data, run_cli
                                           "drop common.precision=bf16"]
     r = run_cli(generate_main, gen + ["quantize=int4"])
     assert r.code != 0 and len(r.messages) == 1 and "quantize" in r.messages[0] and "int8" in r.messages[0]
+
+
+@needs_onednn
+def test_packed_linear_computes_what_linear_does():
+    torch.manual_seed(0)
+    for lin, x in ((nn.Linear(48, 80), torch.randn(5, 48)), (nn.Linear(48, 80, bias=False), torch.randn(3, 1, 48)),
+                   (nn.Linear(16, 8), torch.randn(2, 7, 16).transpose(0, 1))):  # (7, 2, 16), not contiguous
+        p = PackedLinear(lin)
+        assert p.weight is lin.weight and p.bias is lin.bias
+        with torch.inference_mode():
+            got, want = p(x), lin(x)
+        assert got.shape == want.shape
+        assert (got - want).abs().max() < 1e-5
+
+
+@needs_onednn
+def test_pack_keeps_state_dict_and_skips_small_layers(checkpoint):
+    _, model = load_for_inference(checkpoint)
+    keys = set(model.state_dict())
+    # transformer_tiny (d 64, ffn 128): its largest Linear (the tied output projection, V x 64) is
+    # below the default threshold, so nothing is packed; with no threshold every Linear is
+    assert pack_linear_weights(model) == 0
+    assert pack_linear_weights(model, min_numel=0) == 23
+    assert not any(type(m) is nn.Linear for m in model.modules())
+    assert set(model.state_dict()) == keys | {"output_proj.weight"}  # untied: shares the embedding's tensor
+    assert model.output_proj.weight is model.tgt_embed.weight
+
+
+@needs_onednn
+def test_generate_packed_translates_as_plain(checkpoint, toy_data, run_cli, fast_gen_args, monkeypatch):
+    _, data = toy_data
+    monkeypatch.setattr(packed, "MIN_NUMEL", 0)  # pack every layer of the tiny model
+    gen = fast_gen_args + [f"task.data={data}", f"path={checkpoint}"]
+    plain, fast = run_cli(generate_main, gen + ["packed_weights=false"]), run_cli(generate_main, gen)
+    assert plain.code == 0 and fast.code == 0, fast.err
+    assert "packed_weights: 23 Linear layers prepacked" in fast.err and "packed_weights" not in plain.err
+
+    def lines(text, kind):
+        return [line.split("\t") for line in text.splitlines() if line.startswith(kind)]
+
+    assert [h[-1] for h in lines(fast.out, "D-")] == [h[-1] for h in lines(plain.out, "D-")]
+    assert len(lines(fast.out, "D-")) == 40
+    for a, b in zip(lines(fast.out, "P-"), lines(plain.out, "P-")):  # positional scores to rounding
+        assert max(abs(float(x) - float(y)) for x, y in zip(a[1].split(), b[1].split())) < 1e-3

@@ -27,6 +27,7 @@ from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig
 from seqkit.generation.load import load_for_inference
+from seqkit.generation.packed import pack_linear_weights
 from seqkit.generation.quantize import QUANTIZE, check_quantize, quantize_int8
 from seqkit.generation.search import SequenceGenerator
 
@@ -55,6 +56,9 @@ class GenerateConfig:
     quantize: str = arg("none", "engine=seqkit on CPU: int8 keeps every Linear layer's weights (the tied output "
                                 "projection's too) in int8 and quantizes activations per call (torch's dynamic "
                                 "quantization); none: fp32", choices=QUANTIZE)
+    packed_weights: bool = arg(True, "engine=seqkit on CPU at fp32 without quantize: Linear weights packed once "
+                                     "in oneDNN's layout instead of per call (a decoder step about 2x faster at "
+                                     "batch 1; results equal up to float rounding); false: F.linear")
     intra_threads: int = arg(0, "engine=ctranslate2: threads per batch (0: common.threads / inter_threads)", ge=0)
     ctranslate2_dir: str = arg("", "engine=ctranslate2: the export folder to use, rewritten when it does not match "
                                    "the checkpoint (empty: a cache folder keyed by the checkpoint's sha256)")
@@ -102,6 +106,15 @@ def ct2_engine(task: Any, model: Any, path: str, gen_cfg: GenerationConfig, engi
                      intra_threads or intra)
 
 
+def pack_for_search(model: torch.nn.Module, packed_weights: bool, device: str, precision: str, quantize: str,
+                    engine: Any) -> int:
+    """Prepack ``model``'s Linear weights (see :mod:`seqkit.generation.packed`) where seqkit's own
+    engine runs it on CPU at fp32 without quantization; returns how many layers were packed."""
+    if not packed_weights or engine is not None or device != "cpu" or precision != "fp32" or quantize != "none":
+        return 0
+    return pack_linear_weights(model)
+
+
 class Translator:
     """A model, its task (dictionaries, tokenizer) and a generator, ready to translate."""
 
@@ -135,10 +148,11 @@ class Translator:
                         gen_cfg: Optional[GenerationConfig] = None, task_overrides: Optional[Dict[str, Any]] = None,
                         inter_threads: int = 0, engine: str = "seqkit", compute_type: str = "default",
                         intra_threads: int = 0, ctranslate2_dir: str = "", batch_size: int = 64,
-                        quantize: str = "none", **generation: Any) -> "Translator":
+                        quantize: str = "none", packed_weights: bool = True, **generation: Any) -> "Translator":
         """Build everything from one checkpoint; keyword arguments override GenerationConfig fields.
         ``engine="ctranslate2"`` searches with CTranslate2 (see :class:`GenerateConfig` for its options;
-        ``batch_size`` only picks its default thread layout); ``quantize="int8"`` quantizes seqkit's."""
+        ``batch_size`` only picks its default thread layout); ``quantize="int8"`` quantizes seqkit's,
+        ``packed_weights`` prepacks its Linear weights at fp32."""
         dev = torch.device(device)
         check_quantize(quantize, dev.type, engine, precision)
         task, model = load_for_inference(path, task_overrides)
@@ -149,7 +163,9 @@ class Translator:
                          inter_threads, intra_threads, compute_type, ctranslate2_dir)
         if quantize == "int8":
             model = quantize_int8(model)
-        return cls(task, model.to(dev), gen_cfg, dev, precision, inter_threads, ct2)
+        model = model.to(dev)
+        pack_for_search(model, packed_weights, dev.type, precision, quantize, ct2)
+        return cls(task, model, gen_cfg, dev, precision, inter_threads, ct2)
 
     def _autocast(self) -> Any:
         import contextlib
