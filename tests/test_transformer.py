@@ -112,3 +112,20 @@ def test_dropout_rate_and_expectation(p):
     assert torch.allclose(kept, torch.full_like(kept, 65536 / (65536 - round(p * 65536))))
     assert abs(float(y.mean()) - 1.0) < 4 * (p / (1 - p) / n) ** 0.5  # expectation preserved
     assert dropout(x, p, training=False) is x
+
+
+def test_attention_under_bf16_autocast_trains_in_fp32():
+    from seqkit.models.modules.attention import attend
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 5, 8) for _ in range(3))
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # (2, 4, 5, 8) fp32
+    qb, kb, vb = (t.bfloat16().requires_grad_() for t in (q, k, v))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = attend(qb, kb, vb, None, 0.0, True)  # recording autograd: fp32 kernel on bf16-rounded inputs
+        with torch.no_grad():
+            inference = attend(qb, kb, vb, None, 0.0, True)  # no backward to pay for: stays bf16
+    assert got.dtype == torch.float32 and inference.dtype == torch.bfloat16
+    assert (got - want).abs().max() < 0.05
+    got.sum().backward()
+    assert qb.grad.dtype == torch.bfloat16 and bool(torch.isfinite(qb.grad.float()).all())
