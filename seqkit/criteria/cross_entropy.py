@@ -47,8 +47,9 @@ class SmoothedNLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, keep: torch.Tensor, eps: float):
         # logits (N, V) any float dtype; target (N,) long; keep (N,) float 1/0
-        # half-precision logits (autocast) are normalized in fp32
-        lprobs = (logits.float() if logits.element_size() < 4 else logits).log_softmax(dim=-1)  # (N, V)
+        # half-precision logits (autocast) are normalized in fp32, read as they are (no fp32 copy first)
+        dtype = torch.float32 if logits.element_size() < 4 else logits.dtype
+        lprobs = logits.log_softmax(dim=-1, dtype=dtype)  # (N, V)
         nll = -lprobs.gather(1, target[:, None]).squeeze(1) * keep  # (N,)
         eps_i = eps / (lprobs.size(-1) - 1)
         loss = (1.0 - eps - eps_i) * nll + eps_i * (-lprobs.sum(dim=-1) * keep) if eps > 0 else nll.clone()
