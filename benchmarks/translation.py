@@ -38,7 +38,7 @@ import time
 import torch
 
 import seqkit
-from seqkit.allocator import keep_freed_memory
+from seqkit.allocator import keep_freed_memory, limit_onednn_cache
 from seqkit.generation import GenerationConfig
 from seqkit.generation.translator import Translator, pack_for_search
 from seqkit.models.transformer import TransformerConfig
@@ -120,6 +120,8 @@ def counted_flops(model, crit, samples) -> float:
 def train_figures(bin_dir: str, model_name: str, precision: str, updates: int, save: str = "") -> dict:
     """Train ``model_name`` for 5 + ``updates`` batches of 4,096 tokens at ``precision``: tokens/s and MFU
     of the timed ``updates``, and this process' peak RSS (so run it in a process of its own)."""
+    if precision != "fp32":
+        limit_onednn_cache()  # as seqkit-train does (seqkit/training/precision.py)
     torch.manual_seed(1)
     task = TASKS.build(TranslationConfig(data=bin_dir))
     mcfg = dataclasses.replace(MODELS.choices()[model_name], share_all_embeddings=True)

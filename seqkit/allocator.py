@@ -56,3 +56,21 @@ def keep_freed_memory() -> bool:
     _done = all(mallopt(param, value) for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD),
                                                           (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_MMAP_MAX, 0)))
     return _done
+
+
+ONEDNN_CACHE_VAR = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+def limit_onednn_cache() -> bool:
+    """Turn off oneDNN's primitive cache for this process, unless the user set its size; True when
+    this call set it. Call it before the first bf16/fp16 op on CPU: oneDNN reads the variable once.
+
+    torch runs low-precision matmuls on CPU through oneDNN, which caches one primitive per input
+    shape (1,024 by default), each holding its own buffers. Token-budget batches come in ever new
+    (B, T) shapes, so the cache only grows: bf16 training of the Multi30k recipe model measured
+    846 MB of RSS after one update, 2,518 MB after 45 and 3,562 MB after 133 (one epoch), against
+    1,801 / 2,193 MB with the cache off, at the same speed (35.3 and 35.5 s for 45 updates)."""
+    if ONEDNN_CACHE_VAR in os.environ:
+        return False
+    os.environ[ONEDNN_CACHE_VAR] = "0"
+    return True

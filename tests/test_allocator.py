@@ -51,3 +51,25 @@ def test_reused_memory_does_not_fault():
 def test_user_malloc_variables_win():
     on, _, _ = probe(SEQKIT_MALLOC_TUNING="1", MALLOC_TRIM_THRESHOLD_="131072")
     assert not on
+
+
+def test_onednn_cache_is_turned_off_unless_the_user_sized_it(monkeypatch):
+    from seqkit.allocator import ONEDNN_CACHE_VAR, limit_onednn_cache
+
+    monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
+    assert limit_onednn_cache() and os.environ[ONEDNN_CACHE_VAR] == "0"
+    monkeypatch.setenv(ONEDNN_CACHE_VAR, "64")
+    assert not limit_onednn_cache() and os.environ[ONEDNN_CACHE_VAR] == "64"
+
+
+def test_bf16_training_on_cpu_turns_the_cache_off(monkeypatch):
+    import torch
+
+    from seqkit.allocator import ONEDNN_CACHE_VAR
+    from seqkit.training.precision import Precision
+
+    monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
+    Precision("fp32", torch.device("cpu"))
+    assert ONEDNN_CACHE_VAR not in os.environ
+    Precision("bf16", torch.device("cpu"))
+    assert os.environ[ONEDNN_CACHE_VAR] == "0"

@@ -20,7 +20,7 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequenc
 import torch
 from omegaconf import MISSING
 
-from seqkit.allocator import keep_freed_memory
+from seqkit.allocator import keep_freed_memory, limit_onednn_cache
 from seqkit.common_config import CommonConfig
 from seqkit.data.pair_dataset import collate_raw
 from seqkit.dataclass_utils import arg
@@ -125,6 +125,8 @@ class Translator:
         self.gen_cfg = gen_cfg
         self.generator = SequenceGenerator(task.tgt_dict, gen_cfg)
         self.autocast_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        if self.autocast_dtype is not None and device.type == "cpu":
+            limit_onednn_cache()  # the key/value cache grows every step: a new shape for each matmul
         if inter_threads < 0:
             raise SeqkitError(f"inter_threads={inter_threads} must be >= 0 (0: automatic)")
         self.inter_threads = inter_threads
