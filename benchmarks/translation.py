@@ -321,20 +321,17 @@ def main() -> None:
             result[f"gen_sent_per_s_{key}"], result[f"gen_sent_runs_{key}"] = rate, runs
             result[f"gen_fp32_peak_gflops_{key}"], result[f"gen_sent_count_{key}"] = peaks, len(subset)
         result["gen_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        if args.checkpoint:  # the same sentences through seqkit's engine with plain (unpacked) weights
+        if args.checkpoint:  # the same sentences through seqkit's engine with plain (unpacked) weights, then int8
             result["gen_bleu"] = bleu(tr, ours["b64"], refs)
-            plain = Translator.from_checkpoint(args.checkpoint, precision=args.precision, packed_weights=False,
-                                               gen_cfg=GenerationConfig(beam=5))
-            for key, (subset, bs) in sets.items():
-                rate, _, _, best = timed_runs(plain, subset, bs, args.gen_repeats)
-                result[f"gen_sent_per_s_{key}_unpacked"], result[f"gen_unpacked_differ_{key}"] = rate, differ(ours[key], best)
-        if args.checkpoint:  # ... and with int8 Linear layers
-            tr8 = Translator.from_checkpoint(args.checkpoint, quantize="int8", gen_cfg=GenerationConfig(beam=5))
-            for key, (subset, bs) in sets.items():
-                rate, runs, _, best = timed_runs(tr8, subset, bs, args.gen_repeats)
-                result[f"gen_sent_per_s_{key}_int8"], result[f"gen_int8_differ_{key}"] = rate, differ(ours[key], best)
-                if key == "b64":
-                    result["gen_bleu_int8"] = bleu(tr8, best, refs)
+            unpacked = {"precision": args.precision, "packed_weights": False}
+            for name, kw in (("unpacked", unpacked), ("int8", {"quantize": "int8"})):
+                other = Translator.from_checkpoint(args.checkpoint, gen_cfg=GenerationConfig(beam=5), **kw)
+                for key, (subset, bs) in sets.items():
+                    rate, _, _, best = timed_runs(other, subset, bs, args.gen_repeats)
+                    result[f"gen_sent_per_s_{key}_{name}"] = rate
+                    result[f"gen_{name}_differ_{key}"] = differ(ours[key], best)
+                    if name == "int8" and key == "b64":
+                        result["gen_bleu_int8"] = bleu(other, best, refs)
         have_ct2 = bool(args.checkpoint) and not args.no_ct2 and importlib.util.find_spec("ctranslate2") is not None
         if args.checkpoint and not args.no_ct2 and not have_ct2:
             result["ct2"] = "not installed (pip install 'seqkit[ct2]')"
