@@ -54,22 +54,26 @@ def test_user_malloc_variables_win():
 
 
 def test_onednn_cache_is_turned_off_unless_the_user_sized_it(monkeypatch):
-    from seqkit.allocator import ONEDNN_CACHE_VAR, limit_onednn_cache
+    from seqkit.allocator import IDEEP_CACHE_VAR, ONEDNN_CACHE_VAR, limit_onednn_cache
 
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
-    assert limit_onednn_cache() and os.environ[ONEDNN_CACHE_VAR] == "0"
+    monkeypatch.delenv(IDEEP_CACHE_VAR, raising=False)
+    assert limit_onednn_cache() and os.environ[ONEDNN_CACHE_VAR] == "0" and os.environ[IDEEP_CACHE_VAR] == "1"
     monkeypatch.setenv(ONEDNN_CACHE_VAR, "64")
-    assert not limit_onednn_cache() and os.environ[ONEDNN_CACHE_VAR] == "64"
+    monkeypatch.setenv(IDEEP_CACHE_VAR, "8")
+    assert not limit_onednn_cache()
+    assert os.environ[ONEDNN_CACHE_VAR] == "64" and os.environ[IDEEP_CACHE_VAR] == "8"
 
 
 def test_bf16_training_on_cpu_turns_the_cache_off(monkeypatch):
     import torch
 
-    from seqkit.allocator import ONEDNN_CACHE_VAR
+    from seqkit.allocator import IDEEP_CACHE_VAR, ONEDNN_CACHE_VAR
     from seqkit.training.precision import Precision
 
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
+    monkeypatch.delenv(IDEEP_CACHE_VAR, raising=False)
     Precision("fp32", torch.device("cpu"))
     assert ONEDNN_CACHE_VAR not in os.environ
     Precision("bf16", torch.device("cpu"))
-    assert os.environ[ONEDNN_CACHE_VAR] == "0"
+    assert os.environ[ONEDNN_CACHE_VAR] == "0" and os.environ[IDEEP_CACHE_VAR] == "1"
