@@ -39,6 +39,7 @@ import torch
 
 import seqkit
 from seqkit.allocator import keep_freed_memory, limit_onednn_cache
+from seqkit.cpu import BF16_UNITS, cpu_info
 from seqkit.generation import GenerationConfig
 from seqkit.generation.translator import Translator, pack_for_search
 from seqkit.models.transformer import TransformerConfig
@@ -47,26 +48,6 @@ from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
 from seqkit.tasks.translation import TranslationConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-# the flags that decide what low precision can gain (/proc/cpuinfo names)
-CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-
-
-def cpu_info() -> dict:
-    """The CPU's model name and which of CPU_FLAGS it has (Linux; empty elsewhere)."""
-    model, flags = "", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and not model:
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return {"cpu_model": model, "cpu_flags": {f: f in flags for f in CPU_FLAGS}}
-
-
 def find_data(arg: str | None) -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     for cand in (arg, os.path.join(os.environ.get("SEQKIT_DATA", ""), "multi30k"),
@@ -283,12 +264,12 @@ def main() -> None:
 
         # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
         flags = result["cpu_flags"]
-        bf16_units = flags["avx512_bf16"] or flags["amx_bf16"]
+        bf16_units = any(flags[f] for f in BF16_UNITS)
         run_bf16 = args.bf16_train == "yes" or (args.bf16_train == "auto" and bf16_units)
         if args.bf16_train == "auto" and not bf16_units:
             # without bf16 units torch's bf16 matmuls are emulated (this repo's AMD EPYC: ~1 GFLOP/s, 61
             # tokens/s), and 45 updates would take most of an hour
-            result["train_bf16"] = "skipped: no AVX512-BF16 or AMX on this CPU (--bf16-train yes runs it)"
+            result["train_bf16"] = "skipped: no AVX512-BF16, AMX or ARM bf16 on this CPU (--bf16-train yes runs it)"
         for precision in ("fp32", "bf16") if run_bf16 else ("fp32",):
             fig = train_in_child(args, f"{tmp}/bin", precision, f"{tmp}/model.pt" if precision == "fp32" else "")
             result["parameters"] = fig.pop("parameters")

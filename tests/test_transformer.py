@@ -125,7 +125,8 @@ def test_attention_under_bf16_autocast_trains_in_fp32():
         got = attend(qb, kb, vb, None, 0.0, True)  # recording autograd: fp32 kernel on bf16-rounded inputs
         with torch.no_grad():
             inference = attend(qb, kb, vb, None, 0.0, True)  # no backward to pay for: stays bf16
-    assert got.dtype == torch.float32 and inference.dtype == torch.bfloat16
-    assert (got - want).abs().max() < 0.05
+    fp32_kernel = torch.nn.functional.scaled_dot_product_attention(qb.float(), kb.float(), vb.float(), is_causal=True)
+    assert got.dtype == torch.bfloat16 and inference.dtype == torch.bfloat16
+    assert torch.equal(got, fp32_kernel.bfloat16()) and (got.float() - want).abs().max() < 0.05
     got.sum().backward()
     assert qb.grad.dtype == torch.bfloat16 and bool(torch.isfinite(qb.grad.float()).all())

@@ -21,6 +21,7 @@ import torch
 from omegaconf import MISSING
 
 from seqkit.allocator import keep_freed_memory, limit_onednn_cache
+from seqkit.cpu import bf16_warning
 from seqkit.common_config import CommonConfig
 from seqkit.data.pair_dataset import collate_raw
 from seqkit.dataclass_utils import arg
@@ -127,6 +128,9 @@ class Translator:
         self.autocast_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         if self.autocast_dtype is not None and device.type == "cpu":
             limit_onednn_cache()  # the key/value cache grows every step: a new shape for each matmul
+            warning = bf16_warning() if precision == "bf16" and engine is None else None
+            if warning:
+                log.warning(warning)
         if inter_threads < 0:
             raise SeqkitError(f"inter_threads={inter_threads} must be >= 0 (0: automatic)")
         self.inter_threads = inter_threads
