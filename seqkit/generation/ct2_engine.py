@@ -7,8 +7,10 @@ Settings map one to one: ``beam`` -> ``beam_size``, ``nbest`` -> ``num_hypothese
 ``no_repeat_ngram_size``, sampling with ``beam=1`` (seeded from ``torch.initial_seed()``, so by
 ``common.seed``); seqkit's ban on ``<pad>``/``<s>`` becomes
 ``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2 call per distinct value.
-One difference is left: at the max length seqkit ends a hypothesis with a forced ``</s>``, where
-CTranslate2 returns the best unfinished one (here cut to the limit and ended with ``</s>``).
+One rule CTranslate2 lacks: at the max length seqkit ends every hypothesis with a forced ``</s>``,
+where CTranslate2 returns the best unfinished one. Such hypotheses come back marked ``unfinished``
+(cut to the limit and ended with ``</s>``), and the :class:`~seqkit.generation.translator.Translator`
+searches their sentences again with seqkit's engine, so both engines give the same translations.
 Scores (H- lines) and positional scores (P- lines) come from CTranslate2 scoring the hypotheses by
 teacher forcing, so they are seqkit's: log-probs over the whole vocabulary, divided by
 ``len ** lenpen``.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 
@@ -75,14 +77,16 @@ class CT2Engine:
         log.info("CTranslate2 engine: %s, compute_type %s, inter_threads %d, intra_threads %d", model_dir,
                  compute_type, self.inter_threads, intra_threads)
 
-    def _ids(self, tokens: Sequence[str], limit: int) -> List[int]:
+    def _ids(self, tokens: Sequence[str], limit: int) -> Tuple[List[int], bool]:
+        """Token ids ending with eos, and whether the hypothesis ran into the max length unfinished."""
         ids = [self.tgt_index.get(t, self.unk) for t in tokens]
         if ids and ids[-1] == self.eos:
-            return ids
-        return ids[:limit] + [self.eos]  # unfinished at the max length
+            return ids, False
+        return ids[:limit] + [self.eos], True
 
     def generate(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0) -> List[List[Dict[str, Any]]]:
-        """Hypotheses of each source (ids ending with eos), in input order, best first."""
+        """Hypotheses of each source (ids ending with eos), in input order, best first; each marked
+        ``unfinished`` when it ran into the max length without ``</s>``."""
         cfg = self.cfg
         groups: Dict[int, List[int]] = defaultdict(list)  # max length -> sentence indices
         limits = max_target_lens(torch.tensor([len(s) for s in sources]), cfg, self.max_tgt)  # (N,)
@@ -101,18 +105,20 @@ class CT2Engine:
                                sampling_topp=cfg.sampling_topp if cfg.sampling_topp > 0 else 1.0,
                                sampling_temperature=cfg.temperature)
             results = self.translator.translate_batch(tokens, **options)
-            hyp_ids = [[self._ids(h, limit) for h in r.hypotheses] for r in results]
+            hyps = [[self._ids(h, limit) for h in r.hypotheses] for r in results]
+            hyp_ids = [[ids for ids, _ in hs] for hs in hyps]
             # positional scores (fairseq's P- lines): CT2 scores the hypotheses by teacher forcing
             flat_src = [tokens[k] for k, hs in enumerate(hyp_ids) for _ in hs]
             flat_tgt = [[self.task.tgt_dict[j] for j in ids[:-1]] for hs in hyp_ids for ids in hs]
             scored = iter(self.translator.score_batch(flat_src, flat_tgt, max_batch_size=batch_size * cfg.nbest,
                                                       max_input_length=0))
             for k, i in enumerate(members):
-                for ids in hyp_ids[k]:
+                for ids, unfinished in hyps[k]:
                     pos = torch.tensor(next(scored).log_probs[: len(ids)])  # (len(ids),) eos last
                     # seqkit's score from them: CT2's own is over a softmax renormalized without <pad>/<s>
                     score = float(pos.sum()) / len(ids) ** cfg.lenpen
-                    out[i].append({"tokens": torch.tensor(ids), "score": score, "positional_scores": pos})
+                    out[i].append({"tokens": torch.tensor(ids), "score": score, "positional_scores": pos,
+                                   "unfinished": unfinished})
                 out[i].sort(key=lambda h: -h["score"])
         return out
 

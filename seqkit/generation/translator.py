@@ -194,11 +194,24 @@ class Translator:
         with its share of the torch threads; results still come in the same order."""
         order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
         self._check_lengths([first_id + i for i in order], [len(sources[i]) for i in order])
-        if self.engine is not None:  # CTranslate2 batches (and threads) the whole list itself
-            hypos = self.engine.generate(sources, batch_size, max_tokens)
-            for i in order:
-                yield {"id": first_id + i, "hypos": hypos[i]}
+        if self.engine is None:
+            yield from self._search(sources, order, batch_size, max_tokens, first_id)
             return
+        hypos = self.engine.generate(sources, batch_size, max_tokens)  # CTranslate2 batches the whole list
+        # at the max length seqkit's beam search ends hypotheses with a forced </s>, which CTranslate2
+        # cannot: the sentences it left unfinished (degenerate, repeating outputs) are searched again
+        # here (a sample is random either way: sampling keeps CTranslate2's)
+        redo = [] if self.gen_cfg.sampling else [i for i in order if any(h["unfinished"] for h in hypos[i])]
+        if redo:
+            log.info("%d sentence(s) ran into the max length in CTranslate2: searched again by seqkit's engine", len(redo))
+            for r in self._search([sources[i] for i in redo], list(range(len(redo))), batch_size, max_tokens, 0):
+                hypos[redo[r["id"]]] = r["hypos"]
+        for i in order:
+            yield {"id": first_id + i, "hypos": hypos[i]}
+
+    def _search(self, sources: Sequence[List[int]], order: List[int], batch_size: int, max_tokens: int,
+                first_id: int) -> Iterator[Dict[str, Any]]:
+        """seqkit's own search of ``sources`` in ``order`` (longest first), as :meth:`generate_batches` yields."""
         chunks, start = [], 0
         while start < len(order):
             end = start + 1
