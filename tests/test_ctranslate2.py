@@ -68,14 +68,12 @@ def test_sentences_at_the_max_length_are_searched_again(checkpoints, toy_data, t
     ours = Translator.from_checkpoint(path, beam=5, max_len_b=3)
     theirs = Translator.from_checkpoint(path, beam=5, max_len_b=3, engine="ctranslate2")
     sources = [ours.task.encode_source(line) for line in (raw / "test.de").read_text(encoding="utf-8").splitlines()]
-    raw_ct2 = theirs.engine.generate(sources, 16)
-    unfinished = [i for i, hs in enumerate(raw_ct2) if hs[0]["unfinished"]]
-    assert len(unfinished) >= len(sources) // 2  # the case is exercised
-    differ = [i for i in unfinished if raw_ct2[i][0]["tokens"].tolist() != _best(ours, [sources[i]])[0]["tokens"].tolist()]
     a, b = _best(ours, sources), _best(theirs, sources)
+    alone = theirs.engine.generate(sources, 16)  # CTranslate2's own search
+    unfinished = [i for i, hs in enumerate(alone) if hs[0]["unfinished"]]
+    assert len(unfinished) >= len(sources) // 2
+    assert any(alone[i][0]["tokens"].tolist() != a[i]["tokens"].tolist() for i in unfinished)
     assert all(a[i]["tokens"].tolist() == b[i]["tokens"].tolist() for i in range(len(sources)))
-    assert all(not h.get("unfinished") for i in unfinished for h in [b[i]])
-    print(f"{len(unfinished)} of {len(sources)} unfinished in CTranslate2, {len(differ)} of them differed")
 
 
 def test_export_folder_and_generate_cli(checkpoints, toy_data, tmp_path, run_cli):
