@@ -93,7 +93,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optiona
 
     torch's fused CPU attention has a slow bf16 backward: on the Multi30k recipe model (2 cores,
     AMD EPYC with AVX512-BF16) its 9 calls per update took 277 ms in bf16 against 46 ms in fp32,
-    a quarter of a bf16 update. The output is cast back to bf16 for the next Linear."""
+    a quarter of a bf16 update; measured again with torch 2.13, 45 updates of 4,096 tokens ran at
+    439 tokens/s with bf16 attention against 4,172-4,333 with this detour. The output is cast back
+    to bf16 for the next Linear."""
     if q.dtype == torch.bfloat16 and q.device.type == "cpu" and q.requires_grad and torch.is_grad_enabled():
         with torch.autocast("cpu", enabled=False):
             return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=attn_mask,
