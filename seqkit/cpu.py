@@ -7,7 +7,10 @@ the AVX2-only EPYC, against 2,300-2,700 in fp32."""
 
 from __future__ import annotations
 
+import logging
 from typing import Dict, Optional
+
+from seqkit.allocator import limit_onednn_cache
 
 # the flags that decide what low precision can gain (/proc/cpuinfo names; ARM lists "bf16")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "bf16")
@@ -39,3 +42,12 @@ def bf16_warning(info: Optional[Dict[str, object]] = None) -> Optional[str]:
     return (f"common.precision=bf16 on a CPU without bf16 units ({info['cpu_model'] or 'unknown model'}: no "
             "AVX512-BF16, AMX or ARM bf16): torch emulates bf16 matmuls, many times slower than fp32 (61 "
             "tokens/s against 2,300 for the Multi30k recipe model on an AVX2-only AMD EPYC); use common.precision=fp32")
+
+
+def prepare_low_precision(precision: str, log: logging.Logger, warn: bool = True) -> None:
+    """For bf16/fp16 on a CPU: turn off oneDNN's primitive caches (:func:`limit_onednn_cache`) and,
+    with ``warn``, log :func:`bf16_warning` for bf16 on a CPU without bf16 units."""
+    limit_onednn_cache()
+    warning = bf16_warning() if warn and precision == "bf16" else None
+    if warning:
+        log.warning(warning)

@@ -105,11 +105,10 @@ class CT2Engine:
                                sampling_topp=cfg.sampling_topp if cfg.sampling_topp > 0 else 1.0,
                                sampling_temperature=cfg.temperature)
             results = self.translator.translate_batch(tokens, **options)
-            hyps = [[self._ids(h, limit) for h in r.hypotheses] for r in results]
-            hyp_ids = [[ids for ids, _ in hs] for hs in hyps]
+            hyps = [[self._ids(h, limit) for h in r.hypotheses] for r in results]  # (ids, unfinished)
             # positional scores (fairseq's P- lines): CT2 scores the hypotheses by teacher forcing
-            flat_src = [tokens[k] for k, hs in enumerate(hyp_ids) for _ in hs]
-            flat_tgt = [[self.task.tgt_dict[j] for j in ids[:-1]] for hs in hyp_ids for ids in hs]
+            flat_src = [tokens[k] for k, hs in enumerate(hyps) for _ in hs]
+            flat_tgt = [[self.task.tgt_dict[j] for j in ids[:-1]] for hs in hyps for ids, _ in hs]
             scored = iter(self.translator.score_batch(flat_src, flat_tgt, max_batch_size=batch_size * cfg.nbest,
                                                       max_input_length=0))
             for k, i in enumerate(members):

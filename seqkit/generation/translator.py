@@ -20,8 +20,8 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequenc
 import torch
 from omegaconf import MISSING
 
-from seqkit.allocator import keep_freed_memory, limit_onednn_cache
-from seqkit.cpu import bf16_warning
+from seqkit.allocator import keep_freed_memory
+from seqkit.cpu import prepare_low_precision
 from seqkit.common_config import CommonConfig
 from seqkit.data.pair_dataset import collate_raw
 from seqkit.dataclass_utils import arg
@@ -127,10 +127,8 @@ class Translator:
         self.generator = SequenceGenerator(task.tgt_dict, gen_cfg)
         self.autocast_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         if self.autocast_dtype is not None and device.type == "cpu":
-            limit_onednn_cache()  # the key/value cache grows every step: a new shape for each matmul
-            warning = bf16_warning() if precision == "bf16" and engine is None else None
-            if warning:
-                log.warning(warning)
+            # the key/value cache grows every step: a new shape for each matmul
+            prepare_low_precision(precision, log, warn=engine is None)
         if inter_threads < 0:
             raise SeqkitError(f"inter_threads={inter_threads} must be >= 0 (0: automatic)")
         self.inter_threads = inter_threads

@@ -9,8 +9,7 @@ from typing import Any, Dict, Iterable, Optional
 
 import torch
 
-from seqkit.allocator import limit_onednn_cache
-from seqkit.cpu import bf16_warning
+from seqkit.cpu import prepare_low_precision
 from seqkit.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
@@ -26,10 +25,7 @@ class Precision:
         self.mode, self.device = mode, device
         self.dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[mode]
         if self.dtype is not None and device.type == "cpu":
-            limit_onednn_cache()  # one cached primitive per batch shape would grow RSS without bound
-            warning = bf16_warning() if mode == "bf16" else None
-            if warning:
-                log.warning(warning)
+            prepare_low_precision(mode, log)  # one cached primitive per batch shape would grow RSS without bound
         # fp16 only: dynamic loss scaling; an overflow skips the step and halves the scale, which
         # doubles again after `growth_interval` good steps
         self.scaler = torch.amp.GradScaler(device.type, init_scale=init_scale, growth_interval=growth_interval,
