@@ -41,6 +41,7 @@ import seqkit
 from seqkit.allocator import keep_freed_memory, limit_onednn_cache
 from seqkit.cpu import BF16_UNITS, cpu_info
 from seqkit.generation import GenerationConfig
+from seqkit.generation.base import as_list
 from seqkit.generation.translator import Translator, pack_for_search
 from seqkit.models.transformer import TransformerConfig
 from seqkit.preprocess import PreprocessConfig, preprocess
@@ -169,7 +170,7 @@ def timed_runs(translator, sources, batch_size: int, repeats: int) -> tuple:
 
 def differ(a: dict, b: dict) -> int:
     """How many sentences' best hypotheses differ (token for token) between two runs."""
-    return sum(a[i]["tokens"].tolist() != b[i]["tokens"].tolist() for i in a)
+    return sum(as_list(a[i]["tokens"]) != as_list(b[i]["tokens"]) for i in a)
 
 
 def bleu(translator, best: dict, refs: list) -> float:
@@ -304,7 +305,7 @@ def main() -> None:
             model = task.build_model(dataclasses.replace(choices[args.model], share_all_embeddings=True))
             model.load_state_dict(torch.load(f"{tmp}/model.pt"))
             gcfg = GenerationConfig(beam=5, max_len_a=1.2, max_len_b=10)
-            pack_for_search(model.eval(), True, "cpu", args.precision, "none", None)  # as seqkit-generate does
+            pack_for_search(model.eval(), True, "cpu", args.precision, "none")  # as seqkit-generate does
             tr = Translator(task, model, gcfg, torch.device("cpu"), args.precision)
             test_ds = task.load_dataset("test", with_target=False)
             sources = [test_ds.src[i].tolist() for i in range(len(test_ds))]

@@ -156,6 +156,9 @@ class ConfigBuilder:
                 if sub is dataclasses.MISSING and fields[part].default_factory is not dataclasses.MISSING:
                     sub = fields[part].default_factory()
                 node, where = sub, f"{where}.{part}"
+            if dataclasses.is_dataclass(node) and parts[0] not in self.defaults:
+                names = ", ".join(f.name for f in dataclasses.fields(node))
+                raise SeqkitError(f"{key} is a group of settings, not one: set {key}.FIELD=value ({names})")
 
     def compose(self, overrides: List[str]) -> Any:
         from hydra import compose, initialize_config_module

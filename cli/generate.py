@@ -12,19 +12,18 @@ import math
 import os
 import sys
 import time
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, TextIO, Union
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
-import seqkit
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.errors import SeqkitError
-from seqkit.generation.load import load_for_inference
-from seqkit.generation.translator import GenerateConfig, Translator
+from seqkit.generation.base import TranslatorBase
+from seqkit.generation.config import GenerateConfig, check_quantize
 
 PROG = "seqkit-generate"
 LN2 = math.log(2)
 
 
-def format_sentence(t: Translator, sid: int, source: str, target: Optional[str], hypos: List[Dict[str, Any]]) -> str:
+def format_sentence(t: TranslatorBase, sid: int, source: str, target: Optional[str], hypos: List[Dict[str, Any]]) -> str:
     # scores are printed in base 2, as fairseq prints them
     lines = [f"S-{sid}\t{source}"]
     if target is not None:
@@ -40,7 +39,7 @@ def format_sentence(t: Translator, sid: int, source: str, target: Optional[str],
     return "\n".join(lines) + "\n"
 
 
-def _split_output(t: Translator, cfg: GenerateConfig, dist: Any) -> Iterator[str]:
+def _split_output(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Iterator[str]:
     """The split's output in sentence order. Under torchrun every rank translates every
     world_size-th sentence and rank 0 gathers and prints them all (the others print nothing)."""
     task = t.task
@@ -73,7 +72,7 @@ def _split_output(t: Translator, cfg: GenerateConfig, dist: Any) -> Iterator[str
         yield format_sentence(t, sid, src, tgt, results[sid])
 
 
-def _stdin_output(t: Translator, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
+def _stdin_output(t: TranslatorBase, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
     """Translate raw lines from a stream (bytes or text), ``buffer_size`` lines at a time, ids counting from 0."""
     # typed at a terminal: translate each line at once; piped: fill whole batches
     interactive = hasattr(stream, "isatty") and stream.isatty()
@@ -193,60 +192,91 @@ def _cloze(task: Any, model: Any, device: Any, cfg: Any, stream: Union[BinaryIO,
         sys.stdout.flush()
 
 
-def generate(argv: Optional[List[str]] = None) -> None:
-    import logging
+class _OneProcess:
+    """What engine=ctranslate2 runs in: one process (CTranslate2 threads itself), no torch.distributed."""
 
+    rank, world_size, is_main = 0, 1, True
+
+
+def _ct2_translator(cfg: GenerateConfig) -> TranslatorBase:
+    """engine=ctranslate2: a CT2Translator on the checkpoint's export, without torch when the export exists."""
+    from seqkit.generation.ct2_engine import CT2Translator
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise SeqkitError("engine=ctranslate2 runs in one process (it threads itself): drop torchrun")
+    check_quantize(cfg.quantize, "cpu", cfg.engine, cfg.common.precision)
+    return CT2Translator.from_checkpoint(
+        cfg.path, cfg.generation, {"data": cfg.task.data}, engine=cfg.engine, export_dir=cfg.ctranslate2_dir,
+        compute_type=cfg.compute_type, device=cfg.common.device, threads=cfg.common.threads,
+        batch_size=cfg.batch_size, inter_threads=cfg.inter_threads, intra_threads=cfg.intra_threads,
+        seed=cfg.common.seed)
+
+
+def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
+    """engine=seqkit: ``(translator or classifier, distributed info)``; ``(None, info)`` once a
+    masked-LM checkpoint has filled stdin's slots."""
     import torch
-    from omegaconf import OmegaConf
 
-    from seqkit.generation.quantize import check_quantize, quantize_int8
-    from seqkit.io import atomic_write_text
+    from seqkit.generation.load import load_for_inference
+    from seqkit.generation.quantize import quantize_int8
+    from seqkit.generation.translator import Translator, pack_for_search
     from seqkit.training import distributed
 
-    seqkit.import_builtin_components()
-    cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("generate", GenerateConfig), argv, PROG))
-    setup_logging()
-    log = logging.getLogger("seqkit.generate")
-    if not cfg.path:
-        raise SeqkitError("path=CHECKPOINT is required")
     if cfg.common.threads > 0:
         torch.set_num_threads(cfg.common.threads)
     torch.manual_seed(cfg.common.seed)
     dist = distributed.init(cfg.common.device)
     device = dist.device
-    if cfg.engine != "seqkit" and dist.world_size > 1:
-        raise SeqkitError("engine=ctranslate2 runs in one process (it threads itself): drop torchrun")
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     check_quantize(cfg.quantize, device.type, cfg.engine, cfg.common.precision)
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
     if cfg.quantize == "int8":
         model = quantize_int8(model)
-    if getattr(task, "model_kind", None) == "masked_lm":
+    kind = getattr(task, "model_kind", "seq2seq")
+    if kind == "masked_lm":
         _cloze(task, model.to(device), device, cfg, getattr(sys.stdin, "buffer", sys.stdin))
-        return
-    labelling = getattr(task, "model_kind", "seq2seq") in ("classifier", "tagger")
-    if labelling:
+        return None, dist
+    model = model.to(device)
+    if kind in ("classifier", "tagger"):
         from seqkit.generation.classifier import Classifier
 
-        t: Any = Classifier(task, model.to(device), device, cfg.common.precision)
-    else:
-        from seqkit.generation.translator import ct2_engine, pack_for_search
+        return Classifier(task, model, device, cfg.common.precision), dist
+    pack_for_search(model, cfg.packed_weights, device.type, cfg.common.precision, cfg.quantize)
+    return Translator(task, model, cfg.generation, device, cfg.common.precision, cfg.inter_threads), dist
 
-        engine = ct2_engine(task, model, cfg.path, cfg.generation, cfg.engine, device.type, torch.get_num_threads(),
-                            cfg.batch_size, cfg.inter_threads, cfg.intra_threads, cfg.compute_type, cfg.ctranslate2_dir)
-        model = model.to(device)
-        pack_for_search(model, cfg.packed_weights, device.type, cfg.common.precision, cfg.quantize, engine)
-        t = Translator(task, model, cfg.generation, device, cfg.common.precision, cfg.inter_threads, engine)
+
+def generate(argv: Optional[List[str]] = None) -> None:
+    import logging
+
+    from omegaconf import OmegaConf
+
+    from seqkit.io import atomic_write_text
+
+    # no torch before it is needed: engine=ctranslate2 on an existing export runs without it
+    cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("generate", GenerateConfig), argv, PROG))
+    setup_logging()
+    log = logging.getLogger("seqkit.generate")
+    if not cfg.path:
+        raise SeqkitError("path=CHECKPOINT is required")
+    if cfg.input and cfg.input != "-":
+        raise SeqkitError(f"input={cfg.input!r}: only '-' (stdin) is supported; binarized data uses gen_subset")
+    if cfg.engine == "ctranslate2":
+        t: Any = _ct2_translator(cfg)
+        dist: Any = _OneProcess()
+    else:
+        t, dist = _seqkit_translator(cfg)
+        if t is None:
+            return
+    task = t.task
     t0 = time.perf_counter()
     n = 0
     # stdin is read as bytes, decoded here, so bad UTF-8 is one clear error whatever the locale
     stdin = getattr(sys.stdin, "buffer", sys.stdin)
-    if cfg.input and cfg.input != "-":
-        raise SeqkitError(f"input={cfg.input!r}: only '-' (stdin) is supported; binarized data uses gen_subset")
+    labelling = getattr(task, "model_kind", "seq2seq") in ("classifier", "tagger")
     if labelling:
         if dist.world_size > 1 and not dist.is_main:  # prediction is one forward pass: rank 0 does it
-            distributed.cleanup()
+            _cleanup(dist)
             return
         source = _label_stdin_output(t, cfg, stdin) if cfg.input == "-" else _label_split_output(t, cfg)
     elif cfg.input == "-":
@@ -258,7 +288,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
         source = _split_output(t, cfg, dist)
     if not dist.is_main:
         list(source)  # translate this rank's share and hand it to rank 0
-        distributed.cleanup()
+        _cleanup(dist)
         return
     if cfg.results_path:
         # the whole output is written at once, atomically: a failure leaves no partial file
@@ -274,7 +304,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
             if cfg.input == "-":  # interactive: show each translation as soon as it exists
                 sys.stdout.flush()
             n += 1
-    distributed.cleanup()
+    _cleanup(dist)
     secs = time.perf_counter() - t0
     if labelling:
         log.info("%s %d %s in %.1fs (%.1f sentences/s)", "tagged" if t.per_token else "classified", n,
@@ -283,6 +313,13 @@ def generate(argv: Optional[List[str]] = None) -> None:
     g = t.gen_cfg
     log.info("translated %d sentences in %.1fs (%.1f sentences/s), beam %d, lenpen %g, %d process(es)", n, secs,
              n / max(secs, 1e-9), g.beam, g.lenpen, dist.world_size)
+
+
+def _cleanup(dist: Any) -> None:
+    if not isinstance(dist, _OneProcess):
+        from seqkit.training import distributed
+
+        distributed.cleanup()
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -1,7 +1,8 @@
 """seqkit: train and use sequence models from the shell.
 
-Importing ``seqkit`` registers every built-in component (tasks, models, criteria, optimizers,
-LR schedulers, tokenizers); see :mod:`seqkit.registry`.
+``import_builtin_components()`` registers every built-in component (tasks, models, criteria,
+optimizers, LR schedulers, tokenizers); see :mod:`seqkit.registry`. Importing ``seqkit`` alone
+imports nothing heavy (no torch).
 """
 
 __version__ = "0.1.0"
@@ -9,4 +10,9 @@ __version__ = "0.1.0"
 
 def import_builtin_components() -> None:
     """Import the modules whose decorators fill the registries (cheap, idempotent)."""
+    import importlib
+
     from seqkit import criteria, models, optim, tasks, tokenizers  # noqa: F401
+
+    for name in tasks.BUILTIN:
+        importlib.import_module(f"seqkit.tasks.{name}")

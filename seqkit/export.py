@@ -5,13 +5,16 @@ from seqkit's own modules, nothing in between: tied embeddings stay tied, the po
 seqkit's (sinusoidal or learned), decoding starts from seqkit's ``<s>`` and sources end with
 ``</s>`` as seqkit binarizes them. The export folder also holds the dictionaries' symbols (CT2's
 vocabulary files), the sentencepiece models, and ``seqkit_export.json``: the checkpoint's sha256,
-so ``seqkit-generate engine=ctranslate2`` reuses an export only while it matches its checkpoint.
+so ``seqkit-generate engine=ctranslate2`` reuses an export only while it matches its checkpoint,
+and the task (its config and state: dictionaries, tokenizers) with the model's max positions, so
+that command rebuilds the task from the export alone, without torch.
 
 ``ctranslate2`` is the optional extra ``seqkit[ct2]``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -24,6 +27,7 @@ from seqkit.errors import SeqkitError
 
 log = logging.getLogger("seqkit.export")
 META = "seqkit_export.json"
+VERSION = 2  # 2: the task travels in META; an export of another version is written anew
 # seqkit's names -> CTranslate2's weight types (the compute type is still chosen when loading)
 QUANTIZATIONS = {"fp32": "float32", "int8": "int8", "int8_float32": "int8_float32", "int16": "int16",
                  "bf16": "bfloat16", "fp16": "float16", "int8_bf16": "int8_bfloat16", "int8_fp16": "int8_float16"}
@@ -52,6 +56,38 @@ def file_sha256(path: str) -> str:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def to_json(value: Any) -> Any:
+    """Plain data (dicts, lists, str, numbers, bytes) as JSON values; bytes become ``{"base64": ...}``."""
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
+
+
+def from_json(value: Any) -> Any:
+    """:func:`to_json`'s inverse."""
+    if isinstance(value, dict):
+        if set(value) == {"base64"}:
+            return base64.b64decode(value["base64"])
+        return {k: from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value
+
+
+def read_meta(folder: str) -> Dict[str, Any]:
+    """``folder``'s ``seqkit_export.json`` ({} when missing or unreadable)."""
+    try:
+        with open(os.path.join(folder, META), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _np(t: Any) -> Any:
@@ -148,6 +184,7 @@ def export_ctranslate2(path: str, output: str, quantization: str = "fp32", overw
     """Write ``path``'s model as a CTranslate2 folder at ``output`` (all or nothing); return ``output``."""
     import torch
 
+    from seqkit.dataclass_utils import to_plain
     from seqkit.generation.load import load_for_inference
     from seqkit.io import atomic_write_text, staged_dir
 
@@ -161,8 +198,10 @@ def export_ctranslate2(path: str, output: str, quantization: str = "fp32", overw
     specials = {"unk": tgt[tgt.unk()], "bos": tgt[tgt.bos()], "eos": tgt[tgt.eos()]}
     with torch.no_grad():
         spec = transformer_spec(model, _symbols(src), _symbols(tgt), specials)
-    meta = {"format": "ctranslate2", "checkpoint": os.path.abspath(path), "sha256": sha256 or file_sha256(path),
-            "quantization": quantization, "source_lang": task.source_lang, "target_lang": task.target_lang}
+    meta = {"format": "ctranslate2", "version": VERSION, "checkpoint": os.path.abspath(path),
+            "sha256": sha256 or file_sha256(path), "quantization": quantization, "source_lang": task.source_lang,
+            "target_lang": task.target_lang, "max_positions": list(model.max_positions()),
+            "task": to_plain(task.cfg), "task_state": to_json(task.checkpoint_state())}
     with staged_dir(output, overwrite=overwrite) as tmp:
         spec.validate()
         spec.optimize(quantization=QUANTIZATIONS[quantization])
@@ -187,14 +226,9 @@ def cached_export(path: str, folder: str = "", quantization: str = "fp32") -> st
     if not folder:
         root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
         folder = os.path.join(root, "seqkit", "ctranslate2", f"{sha[:16]}-{quantization}")
-    meta = os.path.join(folder, META)
-    if os.path.isfile(meta):
-        try:
-            with open(meta, encoding="utf-8") as f:
-                old = json.load(f)
-        except (OSError, ValueError):
-            old = {}
-        if old.get("sha256") == sha and old.get("quantization") == quantization:
+    if os.path.isfile(os.path.join(folder, META)):
+        old = read_meta(folder)
+        if old.get("sha256") == sha and old.get("quantization") == quantization and old.get("version") == VERSION:
             log.info("reusing the CTranslate2 export %s", folder)
             return folder
     elif os.path.isdir(folder) and os.listdir(folder):

@@ -59,6 +59,10 @@ class Registry:
 
         return wrap
 
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a registered component (presets excluded)."""
+        return name in self._builders
+
     def choices(self) -> Dict[str, Any]:
         """Every selectable config: each component's defaults and each preset, by option name."""
         out = {name: cls() for name, cls in self._configs.items()}

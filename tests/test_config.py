@@ -48,6 +48,7 @@ def test_compose_defaults_and_overrides():
     ("bogus=1", "unknown config key 'bogus'; valid keys of train: common, dataset"),
     ("dataset.nope=3", "valid keys of train.dataset: max_tokens"),
     ("optimizer.lr=abc", "could not be converted to Float"),
+    ("common=3", "common is a group of settings, not one: set common.FIELD=value (seed, precision"),
 ])
 def test_config_errors_are_one_line(override, message):
     with pytest.raises(SeqkitError) as err:
@@ -59,6 +60,18 @@ def test_group_key_checked_against_the_chosen_option():
     BUILDER.compose(["optimizer=sgd", "optimizer.momentum=0.9"])
     with pytest.raises(SeqkitError, match="valid keys of optimizer 'adam'"):
         BUILDER.compose(["optimizer.momentum=0.9"])
+
+
+def test_generate_takes_its_task_from_the_checkpoint():
+    """seqkit-generate has no task group: the checkpoint names the task; task.data locates splits."""
+    from seqkit.generation.config import GenerateConfig
+
+    gen = ConfigBuilder("generate", GenerateConfig)
+    assert gen.compose(["task.data=bin", "path=ck.pt"]).task.data == "bin"
+    with pytest.raises(SeqkitError, match=r"^unknown config key 'task.eval_bleu'; valid keys of generate.task: data$"):
+        gen.compose(["task.eval_bleu=true"])
+    with pytest.raises(SeqkitError, match=r"^task is a group of settings, not one: set task.FIELD=value \(data\)$"):
+        gen.compose(["task=classification"])
 
 
 def test_experiment_yaml(tmp_path):

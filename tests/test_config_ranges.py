@@ -75,7 +75,7 @@ def test_registry_make_config_checks_ranges():
 
 def test_every_component_default_and_preset_is_in_range():
     """Guards every registered config, new models and plugins' included."""
-    from seqkit.generation.translator import GenerateConfig
+    from seqkit.generation.config import GenerateConfig
     from seqkit.preprocess import PreprocessConfig
     from seqkit.scoring import ScoreConfig
     from seqkit.training.average import AverageConfig

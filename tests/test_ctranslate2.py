@@ -51,10 +51,10 @@ def test_same_translations_as_seqkit(checkpoints, toy_data, tmp_path, variant, b
     lines = (raw / "test.de").read_text(encoding="utf-8").splitlines()
     sources = [ours.task.encode_source(line) for line in lines]
     a, b = _best(ours, sources), _best(theirs, sources)
-    for i in range(len(sources)):
-        assert a[i]["tokens"].tolist() == b[i]["tokens"].tolist(), f"sentence {i}"
+    for i in range(len(sources)):  # CTranslate2's hypotheses hold lists, seqkit's tensors
+        assert a[i]["tokens"].tolist() == b[i]["tokens"], f"sentence {i}"
         assert b[i]["score"] == pytest.approx(a[i]["score"], abs=1e-4)
-        assert b[i]["positional_scores"].tolist() == pytest.approx(a[i]["positional_scores"].tolist(), abs=1e-4)
+        assert b[i]["positional_scores"] == pytest.approx(a[i]["positional_scores"].tolist(), abs=1e-4)
 
 
 def test_sentences_at_the_max_length_are_searched_again(checkpoints, toy_data, tmp_path, monkeypatch):
@@ -72,8 +72,8 @@ def test_sentences_at_the_max_length_are_searched_again(checkpoints, toy_data, t
     alone = theirs.engine.generate(sources, 16)  # CTranslate2's own search
     unfinished = [i for i, hs in enumerate(alone) if hs[0]["unfinished"]]
     assert len(unfinished) >= len(sources) // 2
-    assert any(alone[i][0]["tokens"].tolist() != a[i]["tokens"].tolist() for i in unfinished)
-    assert all(a[i]["tokens"].tolist() == b[i]["tokens"].tolist() for i in range(len(sources)))
+    assert any(alone[i][0]["tokens"] != a[i]["tokens"].tolist() for i in unfinished)
+    assert all(a[i]["tokens"].tolist() == b[i]["tokens"] for i in range(len(sources)))
 
 
 def test_export_folder_and_generate_cli(checkpoints, toy_data, tmp_path, run_cli):
@@ -121,6 +121,28 @@ def test_stdin_through_ctranslate2(checkpoints, tmp_path, run_cli, monkeypatch):
     assert theirs.code == 0, theirs.err
     assert [x for x in theirs.out.splitlines() if x.startswith("D-")][0].split("\t")[-1] == \
         [x for x in ours.out.splitlines() if x.startswith("D-")][0].split("\t")[-1]
+
+
+def test_an_existing_export_translates_without_torch(checkpoints, tmp_path, run_cli):
+    """With an export that matches the checkpoint, engine=ctranslate2 never imports torch (start-up
+    in well under a second): a fresh process whose torch import fails still translates stdin."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "ct2"
+    args = ["common.threads=1", f"path={checkpoints['post']}", "input=-", "engine=ctranslate2",
+            f"ctranslate2_dir={folder}"]
+    first = run_cli(generate_main, args, stdin="Der Hund spielt im Park.\n")  # writes the export
+    assert first.code == 0, first.err
+    blocker = tmp_path / "no_torch"
+    blocker.mkdir()
+    (blocker / "torch.py").write_text("raise ImportError('torch imported')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", "from seqkit.cli.generate import main; main()", *args],
+                          input="Der Hund spielt im Park.\n", capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [x for x in done.stdout.splitlines() if x.startswith("D-")] == \
+        [x for x in first.out.splitlines() if x.startswith("D-")]
 
 
 def test_sampling_follows_the_seed(checkpoints, toy_data, tmp_path, run_cli, monkeypatch):

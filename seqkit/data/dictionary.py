@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, Iterable, List, Sequence
 
-import torch
-
 from seqkit.errors import SeqkitError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -86,7 +84,7 @@ class Dictionary:
 
     def string(self, ids: Iterable[int], strip_specials: bool = True) -> List[str]:
         """Tokens of ``ids``; stops at the first eos and drops pad/bos when ``strip_specials``."""
-        if isinstance(ids, torch.Tensor):
+        if hasattr(ids, "tolist"):  # a tensor or an array
             ids = ids.tolist()
         out = []
         for i in ids:

@@ -1,16 +1,22 @@
-"""Search settings of the sequence generator (fairseq's names where fairseq has one).
+"""Search settings of the sequence generator (fairseq's names where fairseq has one), and
+``seqkit-generate``'s schema, which holds them as its ``generation`` field.
 
-The CLI's top-level schema holds one of these as its ``generation`` field; greedy decoding is
-``beam=1`` without sampling. The caller seeds torch for sampling, so no seed lives here.
+Greedy decoding is ``beam=1`` without sampling. The caller seeds torch for sampling, so no seed
+lives here. Nothing here imports torch: ``seqkit-generate engine=ctranslate2`` parses its command
+line and searches a cached export without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
+from seqkit.common_config import CommonConfig
 from seqkit.dataclass_utils import arg, check_ranges
 from seqkit.errors import SeqkitError
+
+QUANTIZE = ("none", "int8")  # seqkit's engine: quantize=int8 (see seqkit.generation.quantize)
 
 
 @dataclass
@@ -46,3 +52,71 @@ def check_generation_config(cfg: GenerationConfig) -> None:
         raise SeqkitError(f"generation.sampling_topk must be >= 1 or -1, got {cfg.sampling_topk}")
     if (cfg.sampling_topk > 0 or cfg.sampling_topp > 0) and not cfg.sampling:
         raise SeqkitError("generation.sampling_topk/sampling_topp need generation.sampling=true")
+
+
+def merge_generation(cfg: GenerationConfig, overrides: Dict[str, Any]) -> GenerationConfig:
+    """``cfg`` with keyword ``overrides`` (a Python caller's ``beam=5``); unknown names are one error."""
+    names = {f.name for f in dataclasses.fields(GenerationConfig)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise SeqkitError(f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
+    return dataclasses.replace(cfg, **overrides)
+
+
+def max_target_len(src_len: int, cfg: GenerationConfig, max_tgt: int) -> int:
+    """Max target length (eos excluded) of a source of ``src_len`` tokens (eos included):
+    ``min(int(max_len_a * src_len + max_len_b), max_tgt - 1)``, floored at 0."""
+    return min(max(int(src_len * cfg.max_len_a + cfg.max_len_b), 0), max(max_tgt - 1, 0))
+
+
+def check_quantize(quantize: str, device: str, engine: str = "seqkit", precision: str = "fp32") -> None:
+    """One-line errors for a ``quantize`` setting the engine, device or precision cannot honour."""
+    if quantize not in QUANTIZE:
+        raise SeqkitError(f"quantize={quantize!r}: choose one of {', '.join(QUANTIZE)}")
+    if quantize == "none":
+        return
+    if engine != "seqkit":
+        raise SeqkitError("quantize=int8 is seqkit's engine; engine=ctranslate2 takes compute_type=int8")
+    if device != "cpu":
+        raise SeqkitError(f"quantize=int8 runs on CPU (its kernels are fbgemm's), not on {device}")
+    if precision != "fp32":
+        raise SeqkitError(f"quantize=int8 computes around fp32 activations: drop common.precision={precision}")
+
+
+@dataclass
+class GenerateTaskConfig:
+    data: str = arg("data-bin", "folder written by seqkit-preprocess holding gen_subset (not read with input=-)")
+
+
+@dataclass
+class GenerateConfig:
+    common: CommonConfig = arg(help="seeds, precision, device, logging", factory=CommonConfig)
+    generation: GenerationConfig = arg(help="beam search / sampling settings", factory=GenerationConfig)
+    task: GenerateTaskConfig = arg(help="where the binarized splits are; the rest of the task comes from the "
+                                        "checkpoint", factory=GenerateTaskConfig)
+    path: str = arg("", "checkpoint to load (model, dictionaries and tokenizer all come from it)")
+    gen_subset: str = arg("test", "binarized split of task.data to translate (ignored with input=-)")
+    input: str = arg("", "'-' reads raw text lines from stdin instead of a binarized split")
+    batch_size: int = arg(64, "sentences per batch", ge=1)
+    max_tokens: int = arg(0, "also cap a batch's source tokens (0: no cap)", ge=0)
+    buffer_size: int = arg(0, "with input=-, lines read before translating a chunk (0: 1 on a terminal, else "
+                              "batch_size x the batches searched at once)", ge=0)
+    inter_threads: int = arg(0, "batches searched at once on CPU, each on common.threads / inter_threads threads "
+                                "(0: 2 on >= 2 threads when batch_size x beam >= 64, else 1; sampling: 1)", ge=0)
+    engine: str = arg("seqkit", "search engine: seqkit (every model) or ctranslate2 (Transformer translation "
+                                "models, needs seqkit[ct2]; exports the checkpoint on first use)",
+                      choices=("seqkit", "ctranslate2"))
+    compute_type: str = arg("default", "engine=ctranslate2: its compute type (default: the export's weights; int8, "
+                                       "int8_float32, bfloat16, float32, ...)")
+    quantize: str = arg("none", "engine=seqkit on CPU: int8 keeps every Linear layer's weights (the tied output "
+                                "projection's too) in int8 and quantizes activations per call (torch's dynamic "
+                                "quantization); none: fp32", choices=QUANTIZE)
+    packed_weights: bool = arg(True, "engine=seqkit on CPU at fp32 without quantize: Linear weights packed once "
+                                     "in oneDNN's layout instead of per call (a decoder step about 2x faster at "
+                                     "batch 1; results equal up to float rounding); false: F.linear")
+    intra_threads: int = arg(0, "engine=ctranslate2: threads per batch (0: common.threads / inter_threads)", ge=0)
+    ctranslate2_dir: str = arg("", "engine=ctranslate2: the export folder to use, rewritten when it does not match "
+                                   "the checkpoint (empty: a cache folder keyed by the checkpoint's sha256)")
+    results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
+    topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all; masked-LM "
+                       "checkpoints: fillers per <mask> slot (1: the default 5)", ge=1)

@@ -4,29 +4,32 @@ length-normalized score, positional scores), so every output path of seqkit stay
 
 Settings map one to one: ``beam`` -> ``beam_size``, ``nbest`` -> ``num_hypotheses``, ``lenpen`` ->
 ``length_penalty`` (both divide by the length with eos), ``min_len`` -> ``min_decoding_length``,
-``no_repeat_ngram_size``, sampling with ``beam=1`` (seeded from ``torch.initial_seed()``, so by
-``common.seed``); seqkit's ban on ``<pad>``/``<s>`` becomes
-``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2 call per distinct value.
+``no_repeat_ngram_size``, sampling with ``beam=1`` (seeded by ``common.seed``); seqkit's ban on
+``<pad>``/``<s>`` becomes ``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2 call per distinct value.
 One rule CTranslate2 lacks: at the max length seqkit ends every hypothesis with a forced ``</s>``,
 where CTranslate2 returns the best unfinished one. Such hypotheses come back marked ``unfinished``
-(cut to the limit and ended with ``</s>``), and the :class:`~seqkit.generation.translator.Translator`
-searches their sentences again with seqkit's engine, so both engines give the same translations.
+(cut to the limit and ended with ``</s>``), and :class:`CT2Translator` searches their sentences
+again with seqkit's engine, so both engines give the same translations.
 Scores (H- lines) and positional scores (P- lines) come from CTranslate2 scoring the hypotheses by
 teacher forcing, so they are seqkit's: log-probs over the whole vocabulary, divided by
 ``len ** lenpen``.
+
+:class:`CT2Translator` rebuilds the task from the export (``seqkit_export.json``), so with an
+export that matches the checkpoint nothing here imports torch: ``seqkit-generate
+engine=ctranslate2 input=-`` starts searching in well under a second. torch is imported only to
+write the export or to search an unfinished sentence again.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
-from typing import Any, Dict, List, Sequence, Tuple
-
-import torch
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from seqkit.errors import SeqkitError
-from seqkit.generation.config import GenerationConfig
-from seqkit.generation.search import max_target_lens
+from seqkit.generation.base import TranslatorBase, as_list
+from seqkit.generation.config import GenerationConfig, max_target_len
 
 log = logging.getLogger("seqkit.generate")
 COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
@@ -54,14 +57,14 @@ class CT2Engine:
     """A CTranslate2 ``Translator`` on ``model_dir`` (an export of the task's checkpoint)."""
 
     def __init__(self, task: Any, model_dir: str, gen_cfg: GenerationConfig, max_target_positions: int,
-                 device: str = "cpu", compute_type: str = "default", inter_threads: int = 1, intra_threads: int = 0):
+                 device: str = "cpu", compute_type: str = "default", inter_threads: int = 1, intra_threads: int = 0,
+                 seed: int = 1):
         from seqkit.export import import_ctranslate2
 
         ct2 = import_ctranslate2()
         check_supported(gen_cfg)
         check_compute_type(compute_type)
-        # sampling draws from CTranslate2's own generator: seed it from torch's (common.seed)
-        ct2.set_random_seed(torch.initial_seed() % (1 << 32))
+        ct2.set_random_seed(seed % (1 << 32))  # sampling draws from CTranslate2's own generator
         self.task, self.cfg, self.max_tgt = task, gen_cfg, max_target_positions
         self.inter_threads = max(1, inter_threads)
         try:
@@ -89,9 +92,8 @@ class CT2Engine:
         ``unfinished`` when it ran into the max length without ``</s>``."""
         cfg = self.cfg
         groups: Dict[int, List[int]] = defaultdict(list)  # max length -> sentence indices
-        limits = max_target_lens(torch.tensor([len(s) for s in sources]), cfg, self.max_tgt)  # (N,)
-        for i, limit in enumerate(limits.tolist()):
-            groups[limit].append(i)
+        for i, s in enumerate(sources):
+            groups[max_target_len(len(s), cfg, self.max_tgt)].append(i)
         out: List[List[Dict[str, Any]]] = [[] for _ in sources]
         for limit, members in groups.items():
             tokens = [[self.src_symbols[j] for j in sources[i][:-1]] for i in members]  # CT2 adds </s>
@@ -113,11 +115,10 @@ class CT2Engine:
                                                       max_input_length=0))
             for k, i in enumerate(members):
                 for ids, unfinished in hyps[k]:
-                    pos = torch.tensor(next(scored).log_probs[: len(ids)])  # (len(ids),) eos last
+                    pos = list(next(scored).log_probs[: len(ids)])  # (len(ids),) eos last
                     # seqkit's score from them: CT2's own is over a softmax renormalized without <pad>/<s>
-                    score = float(pos.sum()) / len(ids) ** cfg.lenpen
-                    out[i].append({"tokens": torch.tensor(ids), "score": score, "positional_scores": pos,
-                                   "unfinished": unfinished})
+                    score = sum(pos) / len(ids) ** cfg.lenpen
+                    out[i].append({"tokens": ids, "score": score, "positional_scores": pos, "unfinished": unfinished})
                 out[i].sort(key=lambda h: -h["score"])
         return out
 
@@ -130,3 +131,93 @@ def default_threads(total: int, batch_size: int, beam: int, inter_threads: int) 
     inter = inter_threads or (2 if batch_size * beam >= 64 and total >= 2 else 1)
     inter = min(inter, total)
     return inter, max(1, total // inter)
+
+
+def export_task(meta: Dict[str, Any], task_overrides: Optional[Dict[str, Any]] = None) -> Any:
+    """The task an export was written from, rebuilt from its ``seqkit_export.json`` (no torch for
+    the built-in translation task; another task's modules are imported first)."""
+    import seqkit.tasks.translation  # noqa: F401  (registers the translation task, without torch)
+    from seqkit.export import from_json
+    from seqkit.registry import TASKS
+
+    values = {**meta["task"], **(task_overrides or {})}
+    if values.get("name") not in TASKS:
+        import seqkit
+
+        seqkit.import_builtin_components()
+    return TASKS.build(TASKS.make_config(values), from_json(meta["task_state"]))
+
+
+class CT2Translator(TranslatorBase):
+    """Translations searched by CTranslate2 on an export, printed as seqkit's engine prints them;
+    sentences CTranslate2 leaves unfinished at the max length are searched again by ``fallback()``
+    (seqkit's :class:`~seqkit.generation.translator.Translator`, built on first use)."""
+
+    def __init__(self, task: Any, engine: CT2Engine, gen_cfg: GenerationConfig, max_source_positions: int,
+                 fallback: Callable[[], TranslatorBase]):
+        self.task, self.engine, self.gen_cfg = task, engine, gen_cfg
+        self._max_src = max_source_positions
+        self._fallback_factory: Optional[Callable[[], TranslatorBase]] = fallback
+        self._fallback: Optional[TranslatorBase] = None
+
+    @classmethod
+    def from_checkpoint(cls, path: str, gen_cfg: GenerationConfig, task_overrides: Optional[Dict[str, Any]] = None, *,
+                        engine: str = "ctranslate2", export_dir: str = "", compute_type: str = "default",
+                        device: str = "cpu", threads: int = 0, batch_size: int = 64, inter_threads: int = 0,
+                        intra_threads: int = 0, seed: int = 1) -> "CT2Translator":
+        """``path``'s export (written on first use, then reused while it matches the checkpoint),
+        searched with ``inter_threads`` x ``intra_threads`` of ``threads`` (0: the CPUs this process may use)."""
+        from seqkit.export import cached_export, read_meta
+
+        if engine != "ctranslate2":
+            raise SeqkitError(f"engine={engine!r}: choose seqkit or ctranslate2")
+        check_supported(gen_cfg)
+        check_compute_type(compute_type)  # before the export, which can take seconds
+        folder = cached_export(path, export_dir)
+        meta = read_meta(folder)
+        task = export_task(meta, task_overrides)
+        max_src, max_tgt = meta["max_positions"]
+        if device == "auto":
+            from seqkit.export import import_ctranslate2
+
+            device = "cuda" if import_ctranslate2().get_cuda_device_count() > 0 else "cpu"
+        threads = threads or len(os.sched_getaffinity(0))
+        inter, intra = default_threads(threads, batch_size, gen_cfg.beam, inter_threads)
+        ct2 = CT2Engine(task, folder, gen_cfg, max_tgt, device, compute_type, inter, intra_threads or intra, seed)
+
+        def fallback() -> TranslatorBase:
+            from seqkit.generation.translator import Translator
+
+            return Translator.load(path, gen_cfg, device, task_overrides=task_overrides)
+
+        return cls(task, ct2, gen_cfg, max_src, fallback)
+
+    def max_source_positions(self) -> int:
+        return self._max_src
+
+    def streams(self, batch_size: int = 64) -> int:
+        return self.engine.inter_threads
+
+    def fallback(self) -> TranslatorBase:
+        """seqkit's engine on the same checkpoint (loaded on first call)."""
+        if self._fallback is None:
+            self._fallback = self._fallback_factory()
+        return self._fallback
+
+    def generate_batches(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0,
+                         first_id: int = 0) -> Iterator[Dict[str, Any]]:
+        """Yield ``{"id": first_id + i, "hypos"}`` for each source (ids with eos), longest first."""
+        order = self.longest_first(sources, first_id)
+        hypos = self.engine.generate(sources, batch_size, max_tokens)  # CTranslate2 batches the whole list
+        # at the max length seqkit's beam search ends hypotheses with a forced </s>, which CTranslate2
+        # cannot: the sentences it left unfinished (degenerate, repeating outputs) are searched again
+        # here (a sample is random either way: sampling keeps CTranslate2's)
+        redo = [] if self.gen_cfg.sampling else [i for i in order if any(h["unfinished"] for h in hypos[i])]
+        if redo:
+            log.info("%d sentence(s) ran into the max length in CTranslate2: searched again by seqkit's engine", len(redo))
+            for r in self.fallback().generate_batches([sources[i] for i in redo], batch_size, max_tokens):
+                hypos[redo[r["id"]]] = [{"tokens": as_list(h["tokens"]), "score": float(h["score"]),
+                                         "positional_scores": as_list(h["positional_scores"]), "unfinished": False}
+                                        for h in r["hypos"]]  # lists, as CTranslate2's
+        for i in order:
+            yield {"id": first_id + i, "hypos": hypos[i]}

@@ -19,22 +19,7 @@ from torch import nn
 
 from seqkit.errors import SeqkitError
 
-QUANTIZE = ("none", "int8")
 log = logging.getLogger("seqkit.generate")
-
-
-def check_quantize(quantize: str, device: str, engine: str = "seqkit", precision: str = "fp32") -> None:
-    """One-line errors for a ``quantize`` setting the engine, device or precision cannot honour."""
-    if quantize not in QUANTIZE:
-        raise SeqkitError(f"quantize={quantize!r}: choose one of {', '.join(QUANTIZE)}")
-    if quantize == "none":
-        return
-    if engine != "seqkit":
-        raise SeqkitError("quantize=int8 is seqkit's engine; engine=ctranslate2 takes compute_type=int8")
-    if device != "cpu":
-        raise SeqkitError(f"quantize=int8 runs on CPU (its kernels are fbgemm's), not on {device}")
-    if precision != "fp32":
-        raise SeqkitError(f"quantize=int8 computes around fp32 activations: drop common.precision={precision}")
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:

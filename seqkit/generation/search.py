@@ -22,16 +22,13 @@ from typing import Any, Dict, List
 import torch
 
 from seqkit.errors import SeqkitError
-from seqkit.generation.config import GenerationConfig, check_generation_config
+from seqkit.generation.config import GenerationConfig, check_generation_config, max_target_len
 from seqkit.generation.sampling import sample_step
 
 
 def max_target_lens(src_lengths: torch.Tensor, cfg: GenerationConfig, max_tgt: int) -> torch.Tensor:
-    """Max target length (eos excluded) of sources of ``src_lengths`` tokens (eos included), on CPU:
-    ``min(a * src_len + b, max_tgt - 1)``, floored at 0."""
-    # float64 so the truncation matches Python's int(a * len + b)
-    lens = (src_lengths.detach().cpu().double() * cfg.max_len_a + cfg.max_len_b).long()
-    return lens.clamp(min=0, max=max(max_tgt - 1, 0))
+    """:func:`~seqkit.generation.config.max_target_len` of each of ``src_lengths`` (B,) -> (B,), on CPU."""
+    return torch.tensor([max_target_len(n, cfg, max_tgt) for n in src_lengths.tolist()], dtype=torch.long)
 
 
 # {"tokens": LongTensor (L,), "score": float, "positional_scores": FloatTensor (L,)}, and with

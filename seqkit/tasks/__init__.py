@@ -2,6 +2,10 @@
 
 A task (``seqkit.registry.TASKS``) is built as ``TASKS.build(cfg)`` and offers the trainer
 ``load_dataset``, ``build_model``, ``build_criterion``, ``valid_metrics`` and ``checkpoint_state``.
+
+Importing this package registers nothing; ``seqkit.import_builtin_components()`` imports the
+modules below. ``translation`` imports torch only where it reads data or builds a model, so
+``seqkit-generate engine=ctranslate2`` rebuilds its task from an export without torch.
 """
 
-from seqkit.tasks import classification, denoising, language_modeling, masked_lm, translation  # noqa: F401
+BUILTIN = ("classification", "denoising", "language_modeling", "masked_lm", "translation")

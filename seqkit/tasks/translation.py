@@ -6,18 +6,18 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from seqkit.data.dictionary import Dictionary
-from seqkit.data.indexed_dataset import IndexedDataset
-from seqkit.data.pair_dataset import LanguagePairDataset
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
-from seqkit.models.base import check_model_kind
 from seqkit.registry import CRITERIA, MODELS, TASKS
 from seqkit.tokenizers import Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:  # torch is imported where data is read or a model built: see seqkit.tasks
+    import torch
+
+    from seqkit.data.pair_dataset import LanguagePairDataset
 
 log = logging.getLogger("seqkit.translation")
 
@@ -66,6 +66,8 @@ class TranslationTask:
         tgt = cfg.target_lang or meta.get("target_lang")
         if not src or not tgt:
             raise SeqkitError(f"{cfg.data}: translation needs a source and a target language")
+        import torch
+
         state: Dict[str, Any] = {"source_lang": src, "target_lang": tgt}
         for side, lang in (("src", src), ("tgt", tgt)):
             state[f"{side}_dict"] = Dictionary.load(os.path.join(cfg.data, f"dict.{lang}.txt")).state_dict()
@@ -92,6 +94,9 @@ class TranslationTask:
         return os.path.isfile(prefix + ".idx")
 
     def load_dataset(self, split: str, with_target: bool = True) -> LanguagePairDataset:
+        from seqkit.data.indexed_dataset import IndexedDataset
+        from seqkit.data.pair_dataset import LanguagePairDataset
+
         base = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}")
         src = IndexedDataset(f"{base}.{self.source_lang}")
         src.check_vocab(len(self.src_dict))
@@ -105,6 +110,8 @@ class TranslationTask:
 
     # -- components -----------------------------------------------------------------------------
     def build_model(self, model_cfg: Any) -> torch.nn.Module:
+        from seqkit.models.base import check_model_kind
+
         check_model_kind(model_cfg.name, self.model_kind, "translation")
         return MODELS.build(model_cfg, self.src_dict, self.tgt_dict)
 

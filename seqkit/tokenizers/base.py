@@ -5,8 +5,6 @@ from __future__ import annotations
 import abc
 from typing import Any, Dict, List, Sequence
 
-import torch
-
 from seqkit.errors import SeqkitError
 from seqkit.registry import TOKENIZERS
 
@@ -44,10 +42,11 @@ class Tokenizer(abc.ABC):
 
 def load_tokenizer(state: Dict[str, Any] | str) -> Tokenizer:
     """Rebuild a tokenizer from its ``state_dict`` (or a ``.pt`` file holding one)."""
-    import seqkit
+    import seqkit.tokenizers  # noqa: F401  (registers the built-in tokenizers)
 
-    seqkit.import_builtin_components()
     if isinstance(state, str):
+        import torch
+
         try:
             state = torch.load(state, map_location="cpu", weights_only=True)
         except FileNotFoundError:

@@ -1,0 +1,80 @@
+"""What both translators share, without torch: a task's text side around a search engine.
+
+:class:`~seqkit.generation.translator.Translator` searches with seqkit's own engine (any model);
+:class:`~seqkit.generation.ct2_engine.CT2Translator` with CTranslate2 on an export. Both take
+source ids and hand back hypotheses ``{"tokens", "score", "positional_scores"}`` (tensors from
+seqkit's engine, lists from CTranslate2's), which this class turns into text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
+
+from seqkit.errors import SeqkitError
+from seqkit.generation.config import GenerationConfig
+
+
+def hard_alignment(attention: Any) -> List[Tuple[int, int]]:
+    """fairseq's hard alignment: for each target token but the final eos, the most attended source
+    token, eos excluded -> ``(source position, target position)`` pairs. ``attention`` ``(T, S)``."""
+    T, S = attention.shape
+    if T < 2 or S < 2:
+        return []
+    best = attention[: T - 1, : S - 1].argmax(dim=1).tolist()  # (T-1,)
+    return [(s, t) for t, s in enumerate(best)]
+
+
+def as_list(values: Any) -> list:
+    """A tensor's or a list's values as a plain list."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+class TranslatorBase:
+    """A task (dictionaries, tokenizer) and generation settings; subclasses search."""
+
+    task: Any
+    gen_cfg: GenerationConfig
+
+    def max_source_positions(self) -> int:
+        raise NotImplementedError
+
+    def streams(self, batch_size: int = 64) -> int:
+        """Batches searched at once for batches of ``batch_size`` (how many lines to read ahead)."""
+        raise NotImplementedError
+
+    def generate_batches(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0,
+                         first_id: int = 0) -> Iterator[Dict[str, Any]]:
+        """Yield ``{"id": first_id + i, "hypos"}`` for each source (ids with eos), longest first."""
+        raise NotImplementedError
+
+    def longest_first(self, sources: Sequence[List[int]], first_id: int = 0) -> List[int]:
+        """Indices of ``sources``, longest first, after checking each fits the model."""
+        max_src = self.max_source_positions()
+        for i, s in enumerate(sources):
+            if len(s) > max_src:
+                raise SeqkitError(f"sentence {first_id + i} has {len(s)} tokens but the model accepts at most {max_src}")
+        return sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+
+    def hypothesis_text(self, hypo: Dict[str, Any]) -> Dict[str, Any]:
+        """Pieces, text, score and positional scores of a hypothesis; with print_alignment also its
+        ``attention`` ``(len(pieces) + 1, S)`` (rows: target pieces, then eos; columns: source
+        pieces, then eos) and the hard ``alignment`` pairs (source position, target position)."""
+        pieces = self.task.pieces(hypo["tokens"])
+        out = {"pieces": pieces, "text": self.task.detokenize(pieces), "score": float(hypo["score"]),
+               "positional_scores": as_list(hypo["positional_scores"])}
+        if "attention" in hypo:
+            out["attention"] = hypo["attention"]
+            out["alignment"] = hard_alignment(hypo["attention"])
+        return out
+
+    def translate(self, sentences: Iterable[str], batch_size: int = 64) -> List[str]:
+        """Best translation of each sentence, in input order."""
+        return [nbest[0]["text"] for nbest in self.translate_nbest(list(sentences), batch_size)]
+
+    def translate_nbest(self, sentences: List[str], batch_size: int = 64) -> List[List[Dict[str, Any]]]:
+        """``nbest`` hypotheses per sentence (pieces, text, score, positional scores), in input order."""
+        sources = [self.task.encode_source(s) for s in sentences]
+        out: List[List[Dict[str, Any]]] = [[] for _ in sources]
+        for r in self.generate_batches(sources, batch_size):
+            out[r["id"]] = [self.hypothesis_text(h) for h in r["hypos"]]
+        return out
