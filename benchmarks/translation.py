@@ -17,8 +17,11 @@ own peak RSS. Without --checkpoint, generation uses the briefly trained fp32 mod
 length capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only. With --checkpoint
 seqkit's engine also runs with plain (unpacked) weights and with quantize=int8; with
 the ctranslate2 package, the same sentences go through CTranslate2 (fp32 and int8, each
-thread layout of the cores, its best reported) in the same process, and start-up is timed as whole
-`seqkit-generate` processes translating one stdin sentence.
+thread layout of the cores, its best reported) in the same process; ``gen_vs_ct2_*_paired`` times
+seqkit's engine and CTranslate2's best fp32 layout back to back, round after round (the machine
+drifts between the minutes the other figures are apart). Start-up is timed as whole
+`seqkit-generate` processes translating one stdin sentence (``startup_s_ct2``: engine=ctranslate2
+on the export, which imports no torch).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import torch
 
@@ -185,17 +189,32 @@ class RawCT2:
     """CTranslate2's own search, without the Translator's second search of the sentences it leaves
     unfinished at the max length: what the speed comparison times."""
 
-    def __init__(self, translator: Translator):
+    def __init__(self, translator: Any):  # a CT2Translator
         self.engine = translator.engine
 
     def generate_batches(self, sources, batch_size: int):
         return ({"id": i, "hypos": h} for i, h in enumerate(self.engine.generate(sources, batch_size)))
 
 
-def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: str, refs: list) -> dict:
+def paired_ratio(ours: Any, theirs: Any, sources: list, batch_size: int, rounds: int) -> tuple:
+    """seqkit's and CTranslate2's sentences/s timed back to back, ``rounds`` times: (the median of
+    the per-round ratios, the ratios), which the machine's drift over minutes does not bias."""
+    ratios = []
+    for _ in range(rounds):
+        rates = []
+        for engine in (ours, theirs):
+            t0 = time.perf_counter()
+            n = sum(1 for _ in engine.generate_batches(sources, batch_size))
+            rates.append(n / (time.perf_counter() - t0))
+        ratios.append(round(rates[0] / rates[1], 3))
+    return statistics.median(ratios), ratios
+
+
+def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: str, refs: list, tr: Any) -> dict:
     """CTranslate2 on the checkpoint: sentences/s at fp32 and int8 for each thread layout of the cores,
     the best layout's figure under the plain key, how many best hypotheses differ from seqkit's (fp32),
-    and the BLEU of the batch-64 set."""
+    the BLEU of the batch-64 set, and seqkit's engine ``tr`` against the best fp32 layout timed
+    back to back (``gen_vs_ct2_*_paired``)."""
     threads = torch.get_num_threads()
     layouts = {64: sorted({(1, threads), (threads, 1)}), 1: sorted({(1, threads), (1, 1)})}  # (inter, intra)
     out: dict = {"ct2_layouts": {}}
@@ -204,22 +223,24 @@ def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: st
         for key, (subset, bs) in sets.items():
             best_rate = 0.0
             for inter, intra in layouts[bs]:
-                tr = Translator.from_checkpoint(args.checkpoint, engine="ctranslate2", compute_type=compute,
+                ct2 = Translator.from_checkpoint(args.checkpoint, engine="ctranslate2", compute_type=compute,
                                                 inter_threads=inter, intra_threads=intra, ctranslate2_dir=export_dir,
                                                 gen_cfg=GenerationConfig(beam=5))
-                rate, _, _, hyps = timed_runs(RawCT2(tr), subset, bs, args.gen_repeats)
+                rate, _, _, hyps = timed_runs(RawCT2(ct2), subset, bs, args.gen_repeats)
                 out["ct2_layouts"][f"{compute} {key} inter {inter} x intra {intra}"] = rate
                 if rate > best_rate:
-                    best_rate, out[f"ct2_threads_{key}{suffix}"] = rate, f"inter {inter} x intra {intra}"
+                    best_rate, out[f"ct2_threads_{key}{suffix}"], best = rate, f"inter {inter} x intra {intra}", ct2
             out[f"ct2_gen_sent_per_s_{key}{suffix}"] = best_rate
             # the thread layout does not change the translations: compare and score the last one's
             if compute == "float32":  # parity with seqkit's engine on the same sentences
                 out[f"ct2_differ_{key}"] = differ(ours[key], hyps)
                 # and what seqkit-generate engine=ctranslate2 prints (unfinished sentences searched again)
-                printed = {r["id"]: r["hypos"][0] for r in tr.generate_batches(subset, bs)}
+                printed = {r["id"]: r["hypos"][0] for r in ct2.generate_batches(subset, bs)}
                 out[f"ct2_engine_differ_{key}"] = differ(ours[key], printed)
+                out[f"gen_vs_ct2_{key}_paired"], out[f"gen_vs_ct2_{key}_paired_runs"] = paired_ratio(
+                    tr, RawCT2(best), subset, bs, args.gen_repeats)
             if key == "b64":
-                out[f"ct2_bleu{suffix}"] = bleu(tr, hyps, refs)
+                out[f"ct2_bleu{suffix}"] = bleu(ct2, hyps, refs)
     return out
 
 
@@ -332,7 +353,7 @@ def main() -> None:
         if args.checkpoint and not args.no_ct2 and not have_ct2:
             result["ct2"] = "not installed (pip install 'seqkit[ct2]')"
         if have_ct2:
-            result.update(ct2_figures(args, sets, ours, f"{tmp}/ct2", refs))
+            result.update(ct2_figures(args, sets, ours, f"{tmp}/ct2", refs, tr))
             result["gen_vs_ct2_b64"] = round(result["gen_sent_per_s_b64"] / result["ct2_gen_sent_per_s_b64"], 3)
             result["gen_vs_ct2_b1"] = round(result["gen_sent_per_s_b1"] / result["ct2_gen_sent_per_s_b1"], 3)
         if args.checkpoint:
