@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+import torch
 
 ct2 = pytest.importorskip("ctranslate2")
 
@@ -47,7 +48,9 @@ def test_same_translations_as_seqkit(checkpoints, toy_data, tmp_path, variant, b
     raw, _ = toy_data
     path = checkpoints[variant]
     ours = Translator.from_checkpoint(path, beam=beam, max_len_b=MAX_LEN)
-    theirs = Translator.from_checkpoint(path, beam=beam, max_len_b=MAX_LEN, engine="ctranslate2")
+    threads = torch.get_num_threads()
+    theirs = Translator.from_checkpoint(path, beam=beam, max_len_b=MAX_LEN, engine="ctranslate2", intra_threads=1)
+    assert torch.get_num_threads() == threads  # CTranslate2 sets OpenMP's thread count; torch's is put back
     lines = (raw / "test.de").read_text(encoding="utf-8").splitlines()
     sources = [ours.task.encode_source(line) for line in lines]
     a, b = _best(ours, sources), _best(theirs, sources)

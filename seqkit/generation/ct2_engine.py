@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections import defaultdict
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -67,11 +68,18 @@ class CT2Engine:
         ct2.set_random_seed(seed % (1 << 32))  # sampling draws from CTranslate2's own generator
         self.task, self.cfg, self.max_tgt = task, gen_cfg, max_target_positions
         self.inter_threads = max(1, inter_threads)
+        # loading sets the calling thread's OpenMP thread count to intra_threads, which is torch's
+        # too (seqkit's engine in the same process ran at half speed): torch's is put back
+        torch = sys.modules.get("torch")
+        torch_threads = torch.get_num_threads() if torch is not None else 0
         try:
             self.translator = ct2.Translator(model_dir, device=device, compute_type=compute_type,
                                              inter_threads=self.inter_threads, intra_threads=intra_threads)
         except (RuntimeError, ValueError) as e:
             raise SeqkitError(f"CTranslate2 cannot load {model_dir}: {str(e).splitlines()[0]}") from None
+        finally:
+            if torch_threads:
+                torch.set_num_threads(torch_threads)
         src, tgt = task.src_dict, task.tgt_dict
         self.src_symbols = src.symbols
         self.tgt_index = tgt.indices
@@ -186,8 +194,11 @@ class CT2Translator(TranslatorBase):
         ct2 = CT2Engine(task, folder, gen_cfg, max_tgt, device, compute_type, inter, intra_threads or intra, seed)
 
         def fallback() -> TranslatorBase:
+            import torch
+
             from seqkit.generation.translator import Translator
 
+            torch.set_num_threads(threads)  # imported after CTranslate2 set OpenMP's count to intra_threads
             return Translator.load(path, gen_cfg, device, task_overrides=task_overrides)
 
         return cls(task, ct2, gen_cfg, max_src, fallback)
