@@ -221,7 +221,7 @@ def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: st
     for compute in ("float32", "int8"):
         suffix = "" if compute == "float32" else "_int8"
         for key, (subset, bs) in sets.items():
-            best_rate = 0.0
+            best_rate, best = 0.0, None
             for inter, intra in layouts[bs]:
                 ct2 = Translator.from_checkpoint(args.checkpoint, engine="ctranslate2", compute_type=compute,
                                                 inter_threads=inter, intra_threads=intra, ctranslate2_dir=export_dir,
@@ -230,17 +230,21 @@ def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: st
                 out["ct2_layouts"][f"{compute} {key} inter {inter} x intra {intra}"] = rate
                 if rate > best_rate:
                     best_rate, out[f"ct2_threads_{key}{suffix}"], best = rate, f"inter {inter} x intra {intra}", ct2
+                # only the best layout's translator is kept: one with intra_threads >= 2 that has run
+                # halves torch's speed at batch 1 for as long as it exists (measured: 30 -> 17 sent/s)
+                del ct2
             out[f"ct2_gen_sent_per_s_{key}{suffix}"] = best_rate
             # the thread layout does not change the translations: compare and score the last one's
             if compute == "float32":  # parity with seqkit's engine on the same sentences
                 out[f"ct2_differ_{key}"] = differ(ours[key], hyps)
                 # and what seqkit-generate engine=ctranslate2 prints (unfinished sentences searched again)
-                printed = {r["id"]: r["hypos"][0] for r in ct2.generate_batches(subset, bs)}
+                printed = {r["id"]: r["hypos"][0] for r in best.generate_batches(subset, bs)}
                 out[f"ct2_engine_differ_{key}"] = differ(ours[key], printed)
                 out[f"gen_vs_ct2_{key}_paired"], out[f"gen_vs_ct2_{key}_paired_runs"] = paired_ratio(
                     tr, RawCT2(best), subset, bs, args.gen_repeats)
             if key == "b64":
-                out[f"ct2_bleu{suffix}"] = bleu(ct2, hyps, refs)
+                out[f"ct2_bleu{suffix}"] = bleu(best, hyps, refs)
+            del best
     return out
 
 
