@@ -250,12 +250,14 @@ def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: st
 
 def startup_seconds(checkpoint: str, repeats: int = 3, engine: str = "seqkit", export_dir: str = "") -> float:
     """Median wall time of whole ``seqkit-generate`` processes translating one stdin sentence (beam 5)."""
-    cmd = [sys.executable, "-c", "from seqkit.cli.generate import main; main()", f"path={checkpoint}", "input=-",
-           f"engine={engine}"] + ([f"ctranslate2_dir={export_dir}"] if export_dir else [])
+    # run from elsewhere: a checkout's seqkit/ (no cli/ until installed) must not shadow the package
+    cmd = [sys.executable, "-c", "from seqkit.cli.generate import main; main()", f"path={os.path.abspath(checkpoint)}",
+           "input=-", f"engine={engine}"] + ([f"ctranslate2_dir={os.path.abspath(export_dir)}"] if export_dir else [])
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        done = subprocess.run(cmd, input="Ein Mann fährt Fahrrad.\n", capture_output=True, text=True)
+        done = subprocess.run(cmd, input="Ein Mann fährt Fahrrad.\n", capture_output=True, text=True,
+                              cwd=tempfile.gettempdir())
         times.append(time.perf_counter() - t0)
         if done.returncode != 0:
             sys.exit(f"benchmarks/translation.py: seqkit-generate failed:\n{done.stderr[-2000:]}")

@@ -140,9 +140,11 @@ def test_an_existing_export_translates_without_torch(checkpoints, tmp_path, run_
     blocker = tmp_path / "no_torch"
     blocker.mkdir()
     (blocker / "torch.py").write_text("raise ImportError('torch imported')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    # the installed package, run from elsewhere (the checkout's seqkit/ has no cli/: it is mapped in on install)
+    path = [str(blocker)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     done = subprocess.run([sys.executable, "-c", "from seqkit.cli.generate import main; main()", *args],
-                          input="Der Hund spielt im Park.\n", capture_output=True, text=True, env=env)
+                          input="Der Hund spielt im Park.\n", capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(path)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert [x for x in done.stdout.splitlines() if x.startswith("D-")] == \
         [x for x in first.out.splitlines() if x.startswith("D-")]
