@@ -5,19 +5,20 @@ length-normalized score, positional scores), so every output path of seqkit stay
 Settings map one to one: ``beam`` -> ``beam_size``, ``nbest`` -> ``num_hypotheses``, ``lenpen`` ->
 ``length_penalty`` (both divide by the length with eos), ``min_len`` -> ``min_decoding_length``,
 ``no_repeat_ngram_size``, sampling with ``beam=1`` (seeded by ``common.seed``); seqkit's ban on
-``<pad>``/``<s>`` becomes ``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2 call per distinct value.
+``<pad>``/``<s>`` becomes ``suppress_sequences``. The max length ``a * S + b`` is one CTranslate2
+call per distinct value.
+
 One rule CTranslate2 lacks: at the max length seqkit ends every hypothesis with a forced ``</s>``,
 where CTranslate2 returns the best unfinished one. Such hypotheses come back marked ``unfinished``
 (cut to the limit and ended with ``</s>``), and :class:`CT2Translator` searches their sentences
-again with seqkit's engine, so both engines give the same translations.
-Scores (H- lines) and positional scores (P- lines) come from CTranslate2 scoring the hypotheses by
+again with seqkit's engine, so both engines give the same translations. Scores (H- lines) and positional scores (P- lines) come from CTranslate2 scoring the hypotheses by
 teacher forcing, so they are seqkit's: log-probs over the whole vocabulary, divided by
 ``len ** lenpen``.
 
 :class:`CT2Translator` rebuilds the task from the export (``seqkit_export.json``), so with an
 export that matches the checkpoint nothing here imports torch: ``seqkit-generate
-engine=ctranslate2 input=-`` starts searching in well under a second. torch is imported only to
-write the export or to search an unfinished sentence again.
+engine=ctranslate2 input=-`` is a 0.44 s process on 2 cores. torch is imported only to write the
+export, to read a binarized split, or to search an unfinished sentence again.
 """
 
 from __future__ import annotations
