@@ -43,7 +43,7 @@ import torch
 
 import seqkit
 from seqkit.allocator import keep_freed_memory, limit_onednn_cache
-from seqkit.cpu import BF16_UNITS, cpu_info
+from seqkit.cpu import cpu_info, has_bf16_units
 from seqkit.generation import GenerationConfig
 from seqkit.generation.base import as_list
 from seqkit.generation.translator import Translator, pack_for_search
@@ -165,11 +165,17 @@ def timed_runs(translator, sources, batch_size: int, repeats: int) -> tuple:
     of each sentence by id)."""
     runs, peaks, best = [], [], {}
     for _ in range(repeats):  # the median of a few runs: this kind of VM is noisy
-        t0 = time.perf_counter()
-        best = {r["id"]: r["hypos"][0] for r in translator.generate_batches(sources, batch_size)}
-        runs.append(round(len(best) / (time.perf_counter() - t0), 2))
+        rate, best = one_run(translator, sources, batch_size)
+        runs.append(round(rate, 2))
         peaks.append(round(matmul_peak(torch.float32) / 1e9))  # the machine's speed just then
     return statistics.median(runs), runs, peaks, best
+
+
+def one_run(translator, sources, batch_size: int) -> tuple:
+    """(sentences/s, the best hypothesis of each sentence by id) of one pass over ``sources``."""
+    t0 = time.perf_counter()
+    best = {r["id"]: r["hypos"][0] for r in translator.generate_batches(sources, batch_size)}
+    return len(best) / (time.perf_counter() - t0), best
 
 
 def differ(a: dict, b: dict) -> int:
@@ -201,12 +207,9 @@ def paired_ratio(ours: Any, theirs: Any, sources: list, batch_size: int, rounds:
     the per-round ratios, the ratios), which the machine's drift over minutes does not bias."""
     ratios = []
     for _ in range(rounds):
-        rates = []
-        for engine in (ours, theirs):
-            t0 = time.perf_counter()
-            n = sum(1 for _ in engine.generate_batches(sources, batch_size))
-            rates.append(n / (time.perf_counter() - t0))
-        ratios.append(round(rates[0] / rates[1], 3))
+        mine, _ = one_run(ours, sources, batch_size)
+        other, _ = one_run(theirs, sources, batch_size)
+        ratios.append(round(mine / other, 3))
     return statistics.median(ratios), ratios
 
 
@@ -305,8 +308,7 @@ def main() -> None:
         result["preprocess_seconds"] = round(stats["seconds"], 2)
 
         # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
-        flags = result["cpu_flags"]
-        bf16_units = any(flags[f] for f in BF16_UNITS)
+        bf16_units = has_bf16_units(result)
         run_bf16 = args.bf16_train == "yes" or (args.bf16_train == "auto" and bf16_units)
         if args.bf16_train == "auto" and not bf16_units:
             # without bf16 units torch's bf16 matmuls are emulated (this repo's AMD EPYC: ~1 GFLOP/s, 61

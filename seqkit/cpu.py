@@ -34,10 +34,15 @@ def cpu_info(path: str = "/proc/cpuinfo") -> Dict[str, object]:
     return {"cpu_model": model, "cpu_flags": {f: f in flags for f in CPU_FLAGS}, "flags_known": bool(flags)}
 
 
+def has_bf16_units(info: Dict[str, object]) -> bool:
+    """Whether :func:`cpu_info` found any of BF16_UNITS."""
+    return any(info["cpu_flags"][f] for f in BF16_UNITS)  # type: ignore[index]
+
+
 def bf16_warning(info: Optional[Dict[str, object]] = None) -> Optional[str]:
     """A warning line when the CPU is known to lack bf16 units, else None."""
     info = info if info is not None else cpu_info()
-    if not info["flags_known"] or any(info["cpu_flags"][f] for f in BF16_UNITS):  # type: ignore[index]
+    if not info["flags_known"] or has_bf16_units(info):
         return None
     return (f"common.precision=bf16 on a CPU without bf16 units ({info['cpu_model'] or 'unknown model'}: no "
             "AVX512-BF16, AMX or ARM bf16): torch emulates bf16 matmuls, many times slower than fp32 (61 "

@@ -8,6 +8,7 @@ seqkit's engine, lists from CTranslate2's), which this class turns into text.
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from seqkit.errors import SeqkitError
@@ -29,23 +30,24 @@ def as_list(values: Any) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-class TranslatorBase:
+class TranslatorBase(abc.ABC):
     """A task (dictionaries, tokenizer) and generation settings; subclasses search."""
 
     task: Any
     gen_cfg: GenerationConfig
 
+    @abc.abstractmethod
     def max_source_positions(self) -> int:
-        raise NotImplementedError
+        """The longest source (tokens, eos included) the model accepts."""
 
+    @abc.abstractmethod
     def streams(self, batch_size: int = 64) -> int:
         """Batches searched at once for batches of ``batch_size`` (how many lines to read ahead)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def generate_batches(self, sources: Sequence[List[int]], batch_size: int, max_tokens: int = 0,
                          first_id: int = 0) -> Iterator[Dict[str, Any]]:
         """Yield ``{"id": first_id + i, "hypos"}`` for each source (ids with eos), longest first."""
-        raise NotImplementedError
 
     def longest_first(self, sources: Sequence[List[int]], first_id: int = 0) -> List[int]:
         """Indices of ``sources``, longest first, after checking each fits the model."""
