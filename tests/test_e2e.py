@@ -36,11 +36,11 @@ def _blocks(text):
     return rows
 
 
-def test_script_succeeds_and_prints_bleu_with_signature(e2e):
+def test_script_succeeds_and_prints_bleu_with_signature(e2e, bleu_floor):
     proc, _ = e2e
     assert proc.returncode == 0, proc.stderr[-3000:]
+    bleu_floor(proc.stdout)  # the model translates, not just that a BLEU line was printed
     bleu = [line for line in proc.stdout.splitlines() if line.startswith("BLEU = ")]
-    assert len(bleu) == 1, proc.stdout
     assert SIGNATURE in bleu[0]
     assert "Traceback" not in proc.stderr
 
@@ -86,18 +86,18 @@ def test_train_again_resumes_from_checkpoint_last(e2e, tmp_path, run_cli, tiny_t
     save_dir = tmp_path / "checkpoints"
     shutil.copytree(work / "checkpoints", save_dir)
     before = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)["train_state"]
-    assert before["num_updates"] == 40
+    assert before["num_updates"] == 250
     r = run_cli(main, [f"task.data={work / 'data-bin'}", f"checkpoint.save_dir={save_dir}",
-                       "optimization.max_update=46", *tiny_train_args])
+                       "optimization.max_update=256", *tiny_train_args])
     assert r.code == 0, r.err[-3000:]
     assert f"resuming from {save_dir / 'checkpoint_last.pt'}" in r.err
-    assert re.search(rf"resumed at epoch {before['epoch']}, update 40, batch {before['batch_offset']}\b", r.err), r.err
-    assert "done: reached max_update 46; 46 updates" in r.err
+    assert re.search(rf"resumed at epoch {before['epoch']}, update 250, batch {before['batch_offset']}\b", r.err), r.err
+    assert "done: reached max_update 256; 256 updates" in r.err
     after = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)["train_state"]
-    assert after["num_updates"] == 46
+    assert after["num_updates"] == 256
     # the train log goes on from where it was: its update numbers never go back
     updates = [json.loads(line)["update"] for line in (save_dir / "train_log.jsonl").read_text().splitlines()]
-    assert updates == sorted(updates) and updates[-1] == 46
+    assert updates == sorted(updates) and updates[-1] == 256
 
 
 def test_seqkit_help_lists_subcommands(run_cli):

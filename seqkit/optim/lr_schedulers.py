@@ -114,3 +114,33 @@ class FixedSchedule:
         if n < self.cfg.warmup_updates:
             return _warmup(n, self.cfg.warmup_updates, 0.0, self.peak)
         return self.peak
+
+
+@dataclass
+class SlantedTriangularConfig:
+    name: str = arg("slanted_triangular", "registry name")
+    cut_frac: float = arg(0.1, "share of the updates spent rising to the peak", gt=0, lt=1)
+    ratio: float = arg(32.0, "how much smaller the lowest learning rate is than the peak", ge=1)
+    total_num_update: int = arg(0, "updates the triangle spans (0: optimization.max_update)", ge=0)
+
+
+@LR_SCHEDULERS.register("slanted_triangular", SlantedTriangularConfig)
+class SlantedTriangularSchedule:
+    """ULMFiT's slanted triangular rate (Howard & Ruder 2018, eq. 3): a short linear rise over
+    ``cut_frac`` of the updates from peak / ratio to the peak, a long linear fall back to peak / ratio."""
+
+    def __init__(self, cfg: SlantedTriangularConfig, peak_lr: float, max_update: int):
+        self.cfg, self.peak = cfg, peak_lr
+        self.total = cfg.total_num_update or max_update
+        if not self.total:
+            raise SeqkitError("lr_scheduler=slanted_triangular needs lr_scheduler.total_num_update or "
+                              "optimization.max_update (a run stopped by time has no max_update)")
+        self.cut = max(1, math.floor(self.total * cfg.cut_frac))
+
+    def lr_at(self, n: int) -> float:
+        c, cut = self.cfg, self.cut
+        if n < cut:
+            p = n / cut
+        else:
+            p = max(0.0, 1.0 - (n - cut) / max(1.0, cut * (1.0 / c.cut_frac - 1.0)))
+        return self.peak * (1.0 + p * (c.ratio - 1.0)) / c.ratio
