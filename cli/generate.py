@@ -205,8 +205,14 @@ def _ct2_translator(cfg: GenerateConfig) -> TranslatorBase:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise SeqkitError("engine=ctranslate2 runs in one process (it threads itself): drop torchrun")
     check_quantize(cfg.quantize, "cpu", cfg.engine, cfg.common.precision)
+    def fallback(threads: int, device: str) -> TranslatorBase:  # seqkit's engine: torch is imported only here
+        from seqkit.generation.translator import Translator
+
+        return Translator.fallback_for(cfg.path, cfg.generation, {"data": cfg.task.data})(threads, device)
+
     return CT2Translator.from_checkpoint(
-        cfg.path, cfg.generation, {"data": cfg.task.data}, engine=cfg.engine, export_dir=cfg.ctranslate2_dir,
+        cfg.path, cfg.generation, {"data": cfg.task.data}, fallback=fallback, engine=cfg.engine,
+        export_dir=cfg.ctranslate2_dir,
         compute_type=cfg.compute_type, device=cfg.common.device, threads=cfg.common.threads,
         batch_size=cfg.batch_size, inter_threads=cfg.inter_threads, intra_threads=cfg.intra_threads,
         seed=cfg.common.seed)

@@ -14,5 +14,6 @@ def import_builtin_components() -> None:
 
     from seqkit import criteria, models, optim, tasks, tokenizers  # noqa: F401
 
-    for name in tasks.BUILTIN:
-        importlib.import_module(f"seqkit.tasks.{name}")
+    for package in (models, tasks):
+        for name in package.BUILTIN:
+            importlib.import_module(f"{package.__name__}.{name}")

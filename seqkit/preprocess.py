@@ -1,6 +1,7 @@
 """Raw parallel text -> tokenizer(s), dictionaries and memory-mapped id arrays (``seqkit-preprocess``).
 
-(``task=classification`` and ``task=tagging`` are handled in :mod:`seqkit.preprocess_labelled`.)
+(``task=classification`` and ``task=tagging`` are handled in :mod:`seqkit.preprocess_labelled`; the
+config and what both share are in :mod:`seqkit.preprocess_common`.)
 
 ``task=language_modeling`` reads one text file per split (``{pref}``, or ``{pref}.{source_lang}``
 when source_lang is given) and keeps every line, an empty one as a lone eos (WikiText's paragraph
@@ -26,59 +27,20 @@ import json
 import logging
 import multiprocessing as mp
 import os
-import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
-
-from omegaconf import MISSING
+from typing import Any, Dict, List, Tuple
 
 from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import IndexedDatasetBuilder, dtype_for_vocab
-from seqkit.dataclass_utils import arg, to_plain
+from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
 from seqkit.io import atomic_write_text, read_all_lines, staged_dir
-from seqkit.registry import TOKENIZERS
+from seqkit.preprocess_common import (LM_KEY, TASKS, PreprocessConfig, pretrained_vocabulary,  # noqa: F401
+                                      save_torch, split_names, tokenizer_config, train_tokenizers)
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 log = logging.getLogger("seqkit.preprocess")
-
-
-TASKS = ("translation", "classification", "tagging", "language_modeling")
-LM_KEY = "text"  # the "language" of a monolingual data folder: {split}.text.bin, dict.text.txt
-
-
-@dataclass
-class PreprocessConfig:
-    task: str = arg("translation", "translation (parallel text files {pref}.{lang}), classification (TSV with a "
-                                   "header, or {pref}.input0[/1] + {pref}.label), tagging (CoNLL columns) or "
-                                   "language_modeling (one text file per split: {pref}, or {pref}.{source_lang})",
-                    choices=TASKS)
-    source_lang: Optional[str] = arg(None, "source language suffix: files are {pref}.{source_lang}[.gz]")
-    target_lang: Optional[str] = arg(None, "target language suffix; empty/null = one-language mode")
-    trainpref: Optional[str] = arg(None, "training files prefix (required)")
-    validpref: Optional[str] = arg(None, "validation prefix(es), comma-separated -> splits valid, valid1, ...")
-    testpref: Optional[str] = arg(None, "test prefix(es), comma-separated -> splits test, test1, ...")
-    destdir: str = arg("data-bin", "output folder")
-    joined_dictionary: bool = arg(True, "one tokenizer and dictionary trained on both sides")
-    thresholdsrc: int = arg(0, "drop source pieces seen fewer times in training (joined: both sides)", ge=0)
-    thresholdtgt: int = arg(0, "drop target pieces seen fewer times in training", ge=0)
-    nwordssrc: int = arg(-1, "source dictionary size, specials included (-1 = all; joined: both sides)", ge=-1)
-    nwordstgt: int = arg(-1, "target dictionary size, specials included (-1 = all)", ge=-1)
-    workers: int = arg(1, "processes that encode and binarize", ge=1)
-    overwrite: bool = arg(False, "replace a non-empty destdir")
-    skip_empty: bool = arg(True, "drop training pairs with an empty side (valid/test keep them)")
-    tokenizer: Any = arg(MISSING, "tokenizer config, filled by the hydra `tokenizer` group (tokenizer=NAME)")
-    # classification / tagging only (translation ignores them)
-    text_columns: Any = arg(help="classification: TSV column(s) holding the text: text_columns=sentence or "
-                                 "text_columns=[sentence1,sentence2] for pairs", factory=lambda: ["sentence"])
-    label_column: str = arg("label", "classification: TSV column holding the label (a split without it is unlabelled)")
-    word_column: int = arg(0, "tagging: CoNLL column holding the word (negative: from the end)")
-    tag_column: int = arg(-1, "tagging: CoNLL column holding the tag (negative: from the end)")
-    vocab_from: Optional[str] = arg(None, "classification / tagging: reuse the tokenizer and dictionary of this "
-                                          "pretraining checkpoint or language_modeling folder instead of learning new "
-                                          "ones (for model=pretrained_classifier / pretrained_tagger)")
 
 
 # ---------------------------------------------------------------------------------------- inputs
@@ -92,15 +54,6 @@ def input_path(pref: str, lang: str) -> str:
     if os.path.isfile(path + ".gz"):
         return path + ".gz"
     raise SeqkitError(f"file not found: {path} (nor {path}.gz)")
-
-
-def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:
-    """[(split, prefix)]: train, valid, valid1, ..., test, test1, ..."""
-    out = [("train", cfg.trainpref)]
-    for base, prefs in (("valid", cfg.validpref), ("test", cfg.testpref)):
-        parts = [p.strip() for p in str(prefs or "").split(",") if p.strip()]
-        out += [(base if i == 0 else f"{base}{i}", p) for i, p in enumerate(parts)]
-    return out
 
 
 def _check_config(cfg: PreprocessConfig) -> List[str]:
@@ -223,36 +176,6 @@ def chunks(n: int, k: int) -> List[Tuple[int, int]]:
 # ------------------------------------------------------------------------------------------ main
 
 
-def tokenizer_config(value: Any) -> Any:
-    """The typed tokenizer config from a dataclass, DictConfig or plain dict (checked)."""
-    plain = to_plain(value)
-    if not isinstance(plain, dict):
-        raise SeqkitError("tokenizer is required (e.g. tokenizer=sentencepiece_bpe)")
-    return TOKENIZERS.make_config(plain)
-
-
-def _train_tokenizers(
-    tok_cfg: Any, joined: bool, langs: List[str], train: Dict[str, List[str]]
-) -> Dict[str, Tokenizer]:
-    """lang -> trained tokenizer (the same object for every language when joined)."""
-    out: Dict[str, Tokenizer] = {}
-    with tempfile.TemporaryDirectory(prefix="seqkit-tok-") as work:
-        for group in [langs] if joined else [[lang] for lang in langs]:
-            files = []
-            for lang in group:  # the kept training lines, as plain UTF-8 text for the trainer
-                files.append(os.path.join(work, f"train.{lang}.txt"))
-                with open(files[-1], "w", encoding="utf-8", newline="\n") as f:
-                    f.writelines(line + "\n" for line in train[lang])
-            sub = os.path.join(work, "-".join(group))
-            os.makedirs(sub)
-            tok = TOKENIZERS.build(tok_cfg)
-            t0 = time.perf_counter()
-            tok.train(files, sub)
-            log.info("trained %s on %s in %.1fs", tok_cfg.name, "+".join(group), time.perf_counter() - t0)
-            out.update({lang: tok for lang in group})
-    return out
-
-
 def _build_dictionaries(
     cfg: PreprocessConfig, langs: List[str], train: Dict[str, List[str]], toks: Dict[str, Tokenizer]
 ) -> Dict[str, Dictionary]:
@@ -303,6 +226,8 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
     if lm and not cfg.trainpref:
         raise SeqkitError("trainpref is required (the training text file)")
     langs = _check_config(cfg) if cfg.task == "translation" else [LM_KEY] if lm else []
+    if cfg.vocab_from and cfg.task == "translation":
+        raise SeqkitError("vocab_from= applies to task=classification, tagging and language_modeling")
     tok_cfg = tokenizer_config(cfg.tokenizer)  # a bad tokenizer config fails before any reading
     dest = os.path.abspath(cfg.destdir)
     if os.path.exists(dest) and not os.path.isdir(dest):
@@ -330,11 +255,15 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
         log.info("train: dropped %d pair(s) with an empty side (skip_empty=true)", skipped)
 
     with staged_dir(dest, cfg.overwrite) as out:
-        toks = _train_tokenizers(tok_cfg, cfg.joined_dictionary, langs, data["train"])
-        dicts = _build_dictionaries(cfg, langs, data["train"], toks)
+        if cfg.vocab_from:  # a pretrained model's pieces and ids, to go on training it on this text
+            tok, d = pretrained_vocabulary(cfg.vocab_from)
+            toks, dicts, tok_cfg = {LM_KEY: tok}, {LM_KEY: d}, tok.cfg
+        else:
+            toks = train_tokenizers(tok_cfg, cfg.joined_dictionary, langs, data["train"])
+            dicts = _build_dictionaries(cfg, langs, data["train"], toks)
         for lang in langs:
             dicts[lang].save(os.path.join(out, f"dict.{lang}.txt"))
-            _save_torch(toks[lang].state_dict(), os.path.join(out, f"tokenizer.{lang}.pt"))
+            save_torch(toks[lang].state_dict(), os.path.join(out, f"tokenizer.{lang}.pt"))
         log.info("dictionary: %s", ", ".join(f"[{lang}] {len(dicts[lang])} types" for lang in langs))
         split_stats = _binarize(cfg, langs, data, out, toks, dicts)
         split_stats["train"]["skipped_empty"] = skipped
@@ -346,6 +275,7 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
             "target_lang": cfg.target_lang or None,
             "joined_dictionary": cfg.joined_dictionary,
             "tokenizer": to_plain(tok_cfg),
+            **({"vocab_from": cfg.vocab_from} if cfg.vocab_from else {}),
             "splits": {split: len(sides[cfg.source_lang]) for split, sides in data.items()},
             "stats": split_stats,
         }
@@ -361,12 +291,6 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
         "seconds": round(seconds, 3),
         "lines_per_s": round(n_lines / max(seconds, 1e-9), 1),
     }
-
-
-def _save_torch(obj: Any, path: str) -> None:
-    import torch
-
-    torch.save(obj, path)
 
 
 def _merge_shards(tasks: list, results: list, prefixes: dict, dicts: Dict[str, Dictionary]) -> Dict[str, Any]:

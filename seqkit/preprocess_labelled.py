@@ -28,6 +28,7 @@ from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_cl
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
 from seqkit.io import atomic_write_text, staged_dir
+from seqkit.preprocess_common import pretrained_vocabulary, save_torch, split_names, train_tokenizers
 from seqkit.tokenizers import Tokenizer
 
 log = logging.getLogger("seqkit.preprocess")
@@ -40,8 +41,6 @@ def as_list(value: Any) -> List[str]:
 
 
 def read_splits(cfg: Any) -> Dict[str, LabelledSplit]:
-    from seqkit.preprocess import split_names
-
     if not cfg.trainpref:
         raise SeqkitError("trainpref is required (a TSV file, or a CoNLL file for task=tagging)")
     columns = as_list(cfg.text_columns)
@@ -82,30 +81,7 @@ def encode_example(tok: Tokenizer, d: Dictionary, texts: Tuple[str, ...], per_to
     return ids, starts
 
 
-def pretrained_vocabulary(path: str) -> Tuple[Tokenizer, Dictionary]:
-    """Tokenizer and dictionary of a pretraining checkpoint (its task's own, before ``<mask>`` or
-    sentinels are added) or of a ``task=language_modeling`` folder."""
-    from seqkit.tasks.language_modeling import LanguageModelingTask
-    from seqkit.tokenizers import load_tokenizer
-    from seqkit.training import checkpoints
-
-    if os.path.isdir(path):
-        state = LanguageModelingTask.folder_state(path)
-    elif os.path.isfile(path):
-        state = checkpoints.load(path).get("task_state") or {}
-        if "dict" not in state:
-            raise SeqkitError(f"vocab_from={path} is not a pretraining checkpoint (task language_modeling, "
-                              "masked_lm or denoising)")
-    else:
-        raise SeqkitError(f"vocab_from={path}: no such checkpoint or folder")
-    if state.get("tokenizer") is None:
-        raise SeqkitError(f"vocab_from={path} holds no tokenizer")
-    return load_tokenizer(state["tokenizer"]), Dictionary.from_state_dict(state["dict"])
-
-
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
-    from seqkit.preprocess import _save_torch, _train_tokenizers
-
     t_start = time.perf_counter()
     per_token = cfg.task == "tagging"
     data = read_splits(cfg)
@@ -130,7 +106,7 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
             tok, d = pretrained
             tok_cfg = tok.cfg
         else:
-            tok = _train_tokenizers(tok_cfg, True, ["input"], {"input": train_lines})["input"]
+            tok = train_tokenizers(tok_cfg, True, ["input"], {"input": train_lines})["input"]
             counts: Counter = Counter()
             for texts in data["train"].texts:
                 for text in texts:
@@ -139,7 +115,7 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
                 counts.setdefault(piece, 0)
             d = Dictionary.build(counts, threshold=cfg.thresholdsrc, nwords=cfg.nwordssrc)
         d.save(os.path.join(out, "dict.input.txt"))
-        _save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
+        save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
         label_counts = Counter(x for ls in data["train"].labels for x in (ls if per_token else [ls]))
         atomic_write_text(os.path.join(out, "dict.label.txt"), "".join(f"{x} {label_counts[x]}\n" for x in labels))
         stats = {}

@@ -331,7 +331,7 @@ def test_row_topk_equals_topk(V_wide):
 def test_transformer_cache_reorder_matches_full_decode():
     """The transformer's lazy self-attention reorder and per-sentence cross-attention cache, through
     beam expansion, re-ranking, whole sentences leaving, and single rows leaving (sampling)."""
-    import seqkit.models  # noqa: F401
+    import seqkit.models.transformer  # noqa: F401
     from seqkit.data.dictionary import Dictionary
     from seqkit.models.transformer import TransformerConfig, TransformerModel
 

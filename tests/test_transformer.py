@@ -6,12 +6,13 @@ import dataclasses
 import pytest
 import torch
 
-import seqkit.models  # noqa: F401  (registers the presets)
+import seqkit
 from seqkit.data.dictionary import Dictionary
 from seqkit.generation import GenerationConfig, SequenceGenerator
 from seqkit.models.transformer import TransformerConfig, TransformerModel, transformer_small
 from seqkit.registry import MODELS
 
+seqkit.import_builtin_components()  # registers the presets
 DICT = Dictionary([f"w{i}" for i in range(12)])  # 16 symbols with the 4 specials
 
 

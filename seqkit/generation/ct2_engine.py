@@ -171,11 +171,14 @@ class CT2Translator(TranslatorBase):
 
     @classmethod
     def from_checkpoint(cls, path: str, gen_cfg: GenerationConfig, task_overrides: Optional[Dict[str, Any]] = None, *,
-                        engine: str = "ctranslate2", export_dir: str = "", compute_type: str = "default",
-                        device: str = "cpu", threads: int = 0, batch_size: int = 64, inter_threads: int = 0,
-                        intra_threads: int = 0, seed: int = 1) -> "CT2Translator":
+                        fallback: Callable[[int, str], TranslatorBase], engine: str = "ctranslate2", export_dir: str = "",
+                        compute_type: str = "default", device: str = "cpu", threads: int = 0, batch_size: int = 64,
+                        inter_threads: int = 0, intra_threads: int = 0, seed: int = 1) -> "CT2Translator":
         """``path``'s export (written on first use, then reused while it matches the checkpoint),
-        searched with ``inter_threads`` x ``intra_threads`` of ``threads`` (0: the CPUs this process may use)."""
+        searched with ``inter_threads`` x ``intra_threads`` of ``threads`` (0: the CPUs this process may use).
+        ``fallback(threads, device)`` builds seqkit's engine on the same checkpoint, for the sentences
+        CTranslate2 leaves unfinished (:meth:`seqkit.generation.translator.Translator.fallback_for`:
+        the caller passes it, so this module never imports seqkit's engine)."""
         from seqkit.export import cached_export, read_meta
 
         if engine != "ctranslate2":
@@ -193,16 +196,7 @@ class CT2Translator(TranslatorBase):
         threads = threads or len(os.sched_getaffinity(0))
         inter, intra = default_threads(threads, batch_size, gen_cfg.beam, inter_threads)
         ct2 = CT2Engine(task, folder, gen_cfg, max_tgt, device, compute_type, inter, intra_threads or intra, seed)
-
-        def fallback() -> TranslatorBase:
-            import torch
-
-            from seqkit.generation.translator import Translator
-
-            torch.set_num_threads(threads)  # imported after CTranslate2 set OpenMP's count to intra_threads
-            return Translator.load(path, gen_cfg, device, task_overrides=task_overrides)
-
-        return cls(task, ct2, gen_cfg, max_src, fallback)
+        return cls(task, ct2, gen_cfg, max_src, lambda: fallback(threads, device))
 
     def max_source_positions(self) -> int:
         return self._max_src

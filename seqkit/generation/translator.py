@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
 
 import torch
 
@@ -87,10 +87,23 @@ class Translator(TranslatorBase):
             from seqkit.generation.ct2_engine import CT2Translator
 
             return CT2Translator.from_checkpoint(
-                path, gen_cfg, task_overrides, engine=engine, export_dir=ctranslate2_dir, compute_type=compute_type,
-                device=device, threads=torch.get_num_threads(), batch_size=batch_size, inter_threads=inter_threads,
+                path, gen_cfg, task_overrides, fallback=cls.fallback_for(path, gen_cfg, task_overrides),
+                engine=engine, export_dir=ctranslate2_dir, compute_type=compute_type, device=device,
+                threads=torch.get_num_threads(), batch_size=batch_size, inter_threads=inter_threads,
                 intra_threads=intra_threads, seed=torch.initial_seed())
         return cls.load(path, gen_cfg, device, precision, task_overrides, inter_threads, quantize, packed_weights)
+
+    @classmethod
+    def fallback_for(cls, path: str, gen_cfg: GenerationConfig,
+                     task_overrides: Optional[Dict[str, Any]] = None) -> Callable[[int, str], "Translator"]:
+        """``make(threads, device)`` -> seqkit's engine on ``path``: what a CT2Translator searches
+        the sentences CTranslate2 left unfinished with (built on first use)."""
+
+        def make(threads: int, device: str) -> "Translator":
+            torch.set_num_threads(threads)  # built after CTranslate2 set OpenMP's count to its intra_threads
+            return cls.load(path, gen_cfg, device, task_overrides=task_overrides)
+
+        return make
 
     @classmethod
     def load(cls, path: str, gen_cfg: GenerationConfig, device: str = "cpu", precision: str = "fp32",

@@ -5,5 +5,26 @@ Every tokenizer follows :class:`seqkit.tokenizers.base.Tokenizer`: ``train`` on 
 checkpoints embed so a checkpoint alone can translate raw text.
 """
 
-from seqkit.tokenizers.base import Tokenizer, load_tokenizer  # noqa: F401
-from seqkit.tokenizers import sentencepiece, space, wordpiece  # noqa: F401,E402  (registers them)
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from seqkit.errors import SeqkitError
+from seqkit.registry import TOKENIZERS
+from seqkit.tokenizers import sentencepiece, space, wordpiece  # noqa: F401  (registers them)
+from seqkit.tokenizers.base import Tokenizer
+
+
+def load_tokenizer(state: Dict[str, Any] | str) -> Tokenizer:
+    """Rebuild a tokenizer from its ``state_dict`` (or a ``.pt`` file holding one)."""
+    if isinstance(state, str):
+        import torch
+
+        try:
+            state = torch.load(state, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise SeqkitError(f"tokenizer file not found: {state}") from None
+    cfg = TOKENIZERS.make_config(state["config"])
+    tok = TOKENIZERS.build(cfg)
+    tok.load_state_dict(state)
+    return tok

@@ -5,8 +5,6 @@ from __future__ import annotations
 import abc
 from typing import Any, Dict, List, Sequence
 
-from seqkit.errors import SeqkitError
-from seqkit.registry import TOKENIZERS
 
 
 class Tokenizer(abc.ABC):
@@ -38,20 +36,3 @@ class Tokenizer(abc.ABC):
     @abc.abstractmethod
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
-
-
-def load_tokenizer(state: Dict[str, Any] | str) -> Tokenizer:
-    """Rebuild a tokenizer from its ``state_dict`` (or a ``.pt`` file holding one)."""
-    import seqkit.tokenizers  # noqa: F401  (registers the built-in tokenizers)
-
-    if isinstance(state, str):
-        import torch
-
-        try:
-            state = torch.load(state, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise SeqkitError(f"tokenizer file not found: {state}") from None
-    cfg = TOKENIZERS.make_config(state["config"])
-    tok = TOKENIZERS.build(cfg)
-    tok.load_state_dict(state)
-    return tok

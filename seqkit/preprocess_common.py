@@ -1,0 +1,125 @@
+"""What both preprocessors share (:mod:`seqkit.preprocess` for parallel and monolingual text,
+:mod:`seqkit.preprocess_labelled` for classification and tagging): the config of
+``seqkit-preprocess``, the split names, tokenizer training."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from omegaconf import MISSING
+
+from seqkit.dataclass_utils import arg, to_plain
+from seqkit.errors import SeqkitError
+from seqkit.registry import TOKENIZERS
+from seqkit.data.dictionary import Dictionary
+from seqkit.tokenizers import Tokenizer
+
+log = logging.getLogger("seqkit.preprocess")
+
+
+TASKS = ("translation", "classification", "tagging", "language_modeling")
+LM_KEY = "text"  # the "language" of a monolingual data folder: {split}.text.bin, dict.text.txt
+
+
+@dataclass
+class PreprocessConfig:
+    task: str = arg("translation", "translation (parallel text files {pref}.{lang}), classification (TSV with a "
+                                   "header, or {pref}.input0[/1] + {pref}.label), tagging (CoNLL columns) or "
+                                   "language_modeling (one text file per split: {pref}, or {pref}.{source_lang})",
+                    choices=TASKS)
+    source_lang: Optional[str] = arg(None, "source language suffix: files are {pref}.{source_lang}[.gz]")
+    target_lang: Optional[str] = arg(None, "target language suffix; empty/null = one-language mode")
+    trainpref: Optional[str] = arg(None, "training files prefix (required)")
+    validpref: Optional[str] = arg(None, "validation prefix(es), comma-separated -> splits valid, valid1, ...")
+    testpref: Optional[str] = arg(None, "test prefix(es), comma-separated -> splits test, test1, ...")
+    destdir: str = arg("data-bin", "output folder")
+    joined_dictionary: bool = arg(True, "one tokenizer and dictionary trained on both sides")
+    thresholdsrc: int = arg(0, "drop source pieces seen fewer times in training (joined: both sides)", ge=0)
+    thresholdtgt: int = arg(0, "drop target pieces seen fewer times in training", ge=0)
+    nwordssrc: int = arg(-1, "source dictionary size, specials included (-1 = all; joined: both sides)", ge=-1)
+    nwordstgt: int = arg(-1, "target dictionary size, specials included (-1 = all)", ge=-1)
+    workers: int = arg(1, "processes that encode and binarize", ge=1)
+    overwrite: bool = arg(False, "replace a non-empty destdir")
+    skip_empty: bool = arg(True, "drop training pairs with an empty side (valid/test keep them)")
+    tokenizer: Any = arg(MISSING, "tokenizer config, filled by the hydra `tokenizer` group (tokenizer=NAME)")
+    # classification / tagging only (translation ignores them)
+    text_columns: Any = arg(help="classification: TSV column(s) holding the text: text_columns=sentence or "
+                                 "text_columns=[sentence1,sentence2] for pairs", factory=lambda: ["sentence"])
+    label_column: str = arg("label", "classification: TSV column holding the label (a split without it is unlabelled)")
+    word_column: int = arg(0, "tagging: CoNLL column holding the word (negative: from the end)")
+    tag_column: int = arg(-1, "tagging: CoNLL column holding the tag (negative: from the end)")
+    vocab_from: Optional[str] = arg(None, "classification / tagging / language_modeling: reuse the tokenizer and "
+                                          "dictionary of this pretraining checkpoint or language_modeling folder "
+                                          "instead of learning new ones (for model=pretrained_classifier / "
+                                          "pretrained_tagger, or to go on training a language model on new text)")
+
+
+def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:
+    """[(split, prefix)]: train, valid, valid1, ..., test, test1, ..."""
+    out = [("train", cfg.trainpref)]
+    for base, prefs in (("valid", cfg.validpref), ("test", cfg.testpref)):
+        parts = [p.strip() for p in str(prefs or "").split(",") if p.strip()]
+        out += [(base if i == 0 else f"{base}{i}", p) for i, p in enumerate(parts)]
+    return out
+
+
+def tokenizer_config(value: Any) -> Any:
+    """The typed tokenizer config from a dataclass, DictConfig or plain dict (checked)."""
+    plain = to_plain(value)
+    if not isinstance(plain, dict):
+        raise SeqkitError("tokenizer is required (e.g. tokenizer=sentencepiece_bpe)")
+    return TOKENIZERS.make_config(plain)
+
+
+def train_tokenizers(
+    tok_cfg: Any, joined: bool, langs: List[str], train: Dict[str, List[str]]
+) -> Dict[str, Tokenizer]:
+    """lang -> trained tokenizer (the same object for every language when joined)."""
+    out: Dict[str, Tokenizer] = {}
+    with tempfile.TemporaryDirectory(prefix="seqkit-tok-") as work:
+        for group in [langs] if joined else [[lang] for lang in langs]:
+            files = []
+            for lang in group:  # the kept training lines, as plain UTF-8 text for the trainer
+                files.append(os.path.join(work, f"train.{lang}.txt"))
+                with open(files[-1], "w", encoding="utf-8", newline="\n") as f:
+                    f.writelines(line + "\n" for line in train[lang])
+            sub = os.path.join(work, "-".join(group))
+            os.makedirs(sub)
+            tok = TOKENIZERS.build(tok_cfg)
+            t0 = time.perf_counter()
+            tok.train(files, sub)
+            log.info("trained %s on %s in %.1fs", tok_cfg.name, "+".join(group), time.perf_counter() - t0)
+            out.update({lang: tok for lang in group})
+    return out
+
+
+def save_torch(obj: Any, path: str) -> None:
+    import torch
+
+    torch.save(obj, path)
+
+
+def pretrained_vocabulary(path: str) -> Tuple[Tokenizer, Dictionary]:
+    """Tokenizer and dictionary of a pretraining checkpoint (its task's own, before ``<mask>`` or
+    sentinels are added) or of a ``task=language_modeling`` folder."""
+    from seqkit.tasks.language_modeling import LanguageModelingTask
+    from seqkit.tokenizers import load_tokenizer
+    from seqkit.training import checkpoints
+
+    if os.path.isdir(path):
+        state = LanguageModelingTask.folder_state(path)
+    elif os.path.isfile(path):
+        state = checkpoints.load(path).get("task_state") or {}
+        if "dict" not in state:
+            raise SeqkitError(f"vocab_from={path} is not a pretraining checkpoint (task language_modeling, "
+                              "masked_lm or denoising)")
+    else:
+        raise SeqkitError(f"vocab_from={path}: no such checkpoint or folder")
+    if state.get("tokenizer") is None:
+        raise SeqkitError(f"vocab_from={path} holds no tokenizer")
+    return load_tokenizer(state["tokenizer"]), Dictionary.from_state_dict(state["dict"])
