@@ -1,4 +1,6 @@
-"""``seqkit-export``: write a checkpoint for another inference engine (``format=ctranslate2``)."""
+"""``seqkit-export``: write a checkpoint for another inference engine (``format=ctranslate2``) or as a
+stand-alone seqkit checkpoint (``format=checkpoint``: LoRA updates merged, a parameter-efficient
+run's base included)."""
 
 from __future__ import annotations
 

@@ -93,6 +93,19 @@ def to_plain(cfg: Any) -> Any:
     return cfg
 
 
+def check_keys(cls: type, values: Dict[str, Any], where: str) -> None:
+    """Raise ``SeqkitError`` for a key of ``values`` (or of a nested dict of a dataclass-typed
+    field) that dataclass ``cls`` does not have, naming the valid ones."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise SeqkitError(f"unknown {where} config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(fields))}")
+    hints = _resolved_hints(cls)
+    for key, val in values.items():
+        if dataclasses.is_dataclass(hints.get(key)) and isinstance(val, dict):
+            check_keys(hints[key], val, f"{where}.{key}")
+
+
 def from_plain(cls: type, values: Any) -> Any:
     """Build dataclass ``cls`` from plain values, recursing into dataclass-typed fields."""
     if values is None or dataclasses.is_dataclass(values):

@@ -10,12 +10,15 @@ and the task (its config and state: dictionaries, tokenizers) with the model's m
 that command rebuilds the task from the export alone, without torch.
 
 ``ctranslate2`` is the optional extra ``seqkit[ct2]``.
+
+``format=checkpoint`` (:func:`export_checkpoint`) writes a fine-tuned pretrained model as an
+ordinary seqkit checkpoint instead: LoRA merged into the weights, a parameter-efficient run's base
+weights included.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +27,7 @@ from typing import Any, Dict, Optional
 
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
+from seqkit.io import file_sha256
 
 log = logging.getLogger("seqkit.export")
 META = "seqkit_export.json"
@@ -35,9 +39,13 @@ QUANTIZATIONS = {"fp32": "float32", "int8": "int8", "int8_float32": "int8_float3
 
 @dataclass
 class ExportConfig:
-    format: str = arg("ctranslate2", "what to write: ctranslate2 (a CTranslate2 model folder)", choices=("ctranslate2",))
-    path: str = arg("", "the checkpoint to export (a Transformer translation model)")
-    output: str = arg("", "folder to write (replaced only when the export succeeds)")
+    format: str = arg("ctranslate2", "what to write: ctranslate2 (a CTranslate2 model folder) or checkpoint (a "
+                                     "stand-alone seqkit checkpoint of a fine-tuned pretrained model: LoRA updates "
+                                     "merged into the weights, a parameter-efficient run's base included)",
+                      choices=("ctranslate2", "checkpoint"))
+    path: str = arg("", "the checkpoint to export (ctranslate2: a Transformer translation model; checkpoint: a "
+                        "model=pretrained_classifier / pretrained_tagger run)")
+    output: str = arg("", "folder (ctranslate2) or file (checkpoint) to write, replaced only when the export succeeds")
     quantization: str = arg("fp32", "weight type stored: " + ", ".join(QUANTIZATIONS), choices=tuple(QUANTIZATIONS))
     overwrite: bool = arg(False, "replace an existing output folder")
 
@@ -48,14 +56,6 @@ def import_ctranslate2() -> Any:
     except ImportError:
         raise SeqkitError("CTranslate2 is not installed: pip install 'seqkit[ct2]'") from None
     return ctranslate2
-
-
-def file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def to_json(value: Any) -> Any:
@@ -243,4 +243,36 @@ def run(cfg: ExportConfig) -> str:
         raise SeqkitError("output=FOLDER is required")
     if not os.path.isfile(cfg.path):
         raise SeqkitError(f"checkpoint {cfg.path} not found")
+    if cfg.format == "checkpoint":
+        return export_checkpoint(cfg.path, cfg.output, cfg.overwrite)
     return export_ctranslate2(cfg.path, cfg.output, cfg.quantization, cfg.overwrite)
+
+
+def export_checkpoint(path: str, output: str, overwrite: bool = False) -> str:
+    """Write a fine-tuned pretrained model as an ordinary checkpoint that needs nothing else: LoRA
+    updates merged into their Linear weights (the model becomes ``adapt=full``), the frozen base of
+    any other parameter-efficient run included. Its predictions equal the source's."""
+    from seqkit.adapt.lora import merge_lora
+    from seqkit.adapt.modes import PARAMETER_EFFICIENT
+    from seqkit.generation.load import load_for_inference
+    from seqkit.training import checkpoints
+
+    if os.path.exists(output) and not overwrite:
+        raise SeqkitError(f"{output} exists (pass overwrite=true to replace it)")
+    state = checkpoints.load(path)
+    model_cfg = dict(state["cfg"].get("model", {}))
+    adapt = model_cfg.get("adapt")
+    if adapt is None:
+        raise SeqkitError(f"{path} holds a {model_cfg.get('name')} model, not a fine-tuned pretrained one: it is an "
+                          "ordinary checkpoint already")
+    if adapt not in PARAMETER_EFFICIENT and adapt != "lora":
+        raise SeqkitError(f"{path} (model.adapt={adapt}) holds every weight already: nothing to merge or include")
+    _, model = load_for_inference(path, state=state)
+    merged = merge_lora(model) if adapt == "lora" else 0
+    model_cfg.update(base_sha256="", adapt="full" if adapt == "lora" else adapt)
+    out = {**state, "cfg": {**state["cfg"], "model": model_cfg}, "model": model.state_dict(), "optimizer": None}
+    checkpoints.write([output], out)
+    log.info("wrote %s: %s%s, %d tensors, stands alone", output, path,
+             f" with {merged} LoRA update(s) merged" if merged else f" (adapt={adapt}) with its base weights",
+             len(out["model"]))
+    return output

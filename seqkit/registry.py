@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict
 
-from seqkit.dataclass_utils import check_ranges
+from seqkit.dataclass_utils import check_keys, check_ranges, from_plain
 from seqkit.errors import SeqkitError
 
 
@@ -84,13 +84,8 @@ class Registry:
         """Typed config from a plain dict (e.g. a checkpoint's); unknown keys and values out of
         their range are errors."""
         cls = self.config_class(values.get("name", ""))
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields)
-        if unknown:
-            raise SeqkitError(
-                f"unknown {self.kind} config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(fields))}"
-            )
-        cfg = cls(**values)
+        check_keys(cls, values, self.kind)
+        cfg = from_plain(cls, values)  # nested settings (a model's ``lora``) become their dataclasses
         check_ranges(cfg, f"{self.kind}.")
         return cfg
 

@@ -4,92 +4,35 @@
 import json
 import math
 import os
-import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from transfer_fixtures import OBJECTIVES, WORDS, binarize, make_text, pretrain, run, trainer_for
 
-import seqkit
-from seqkit.cli.common import ConfigBuilder
 from seqkit.errors import SeqkitError
 from seqkit.generation.classifier import Classifier
+from seqkit.io import file_sha256
 from seqkit.models.pretrained import pool
 from seqkit.preprocess import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training import checkpoints
-from seqkit.training.config import TrainConfig
-from seqkit.training.trainer import Trainer
-
-seqkit.import_builtin_components()
-WORDS = [f"v{i}" for i in range(12)]
-ENCODER = ["model.encoder_layers=2", "model.embed_dim=32", "model.ffn_dim=64", "model.attention_heads=4",
-           "model.max_positions=64"]
-# objective -> the pretraining run's overrides
-OBJECTIVES = {
-    "gpt": ["task=language_modeling", "model=gpt_tiny"],
-    "lstm_lm": ["task=language_modeling", "model=lstm_lm_tiny"],
-    "elmo": ["task=language_modeling", "model=elmo_tiny"],
-    "bert": ["task=masked_lm", "model=bert_mini", *ENCODER, "criterion=masked_lm", "task.sentence_pairs=nsp", "model.sentence_head=true"],
-    "roberta": ["task=masked_lm", "model=roberta_mini", *ENCODER, "criterion=masked_lm"],
-    "albert": ["task=masked_lm", "model=albert_mini", *ENCODER, "criterion=masked_lm", "model.embedding_dim=16", "task.sentence_pairs=sop",
-               "model.sentence_head=true"],
-    "spanbert": ["task=masked_lm", "model=spanbert_mini", *ENCODER, "task.mask_unit=span",
-                 "criterion=masked_lm"],
-    "electra": ["task=masked_lm", "model=electra_mini", *ENCODER, "model.generator_layers=1", "criterion=electra"],
-    "bart": ["task=denoising", "task.noise=bart", "model=transformer_tiny", "model.share_all_embeddings=true"],
-    "t5": ["task=denoising", "task.noise=t5", "task.num_sentinels=8", "model=transformer_tiny",
-           "model.share_all_embeddings=true"],
-}
-
-
-def trainer_for(overrides):
-    cfg = ConfigBuilder("train", TrainConfig).compose(
-        ["optimizer=adam", "optimizer.lr=0.005", "lr_scheduler=fixed", "common.log_format=json", "common.threads=1",
-         "dataset.max_tokens=512", *overrides])
-    return Trainer(OmegaConf.to_object(cfg))
-
-
-def run(overrides):
-    trainer = trainer_for(overrides)
-    trainer.run()
-    return trainer
-
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    """A language-modeling folder and a sentiment-like TSV over the same words: label 1 when the
-    sentence holds v0, else 0."""
-    root = tmp_path_factory.mktemp("transfer")
-    rng = random.Random(3)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) + " ." for _ in range(200)]
-    for split, part in (("train", lines[:180]), ("valid", lines[180:])):
-        (root / f"{split}.txt").write_text("\n".join(part) + "\n", encoding="utf-8")
-    preprocess(PreprocessConfig(task="language_modeling", trainpref=str(root / "train.txt"),
-                                validpref=str(root / "valid.txt"), destdir=str(root / "lm"), tokenizer=SpaceConfig()))
-    for split, n in (("train", 60), ("dev", 20)):
-        rows = []
-        for _ in range(n):
-            words = [rng.choice(WORDS[1:]) for _ in range(rng.randint(3, 7))]
-            label = rng.random() < 0.5
-            if label:
-                words[rng.randrange(len(words))] = "v0"
-            rows.append(f"{' '.join(words)}\t{int(label)}")
-        (root / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    return root
+    return make_text(tmp_path_factory.mktemp("transfer"))
 
 
 @pytest.fixture(scope="module")
 def runs(text, tmp_path_factory):
     """objective -> (the checkpoint of a few updates of it, its last validation)."""
     out = {}
-    for name, overrides in OBJECTIVES.items():
+    for name in OBJECTIVES:
         save = tmp_path_factory.mktemp(f"pre_{name}")
-        result = trainer_for([*overrides, f"task.data={text / 'lm'}", "task.tokens_per_sample=24", "optimization.max_update=3",
-                             f"checkpoint.save_dir={save}"]).run()
+        result = pretrain(text, name, save)
         out[name] = (save / "checkpoint_last.pt", result["valid"])
     return out
 
@@ -97,12 +40,6 @@ def runs(text, tmp_path_factory):
 @pytest.fixture(scope="module")
 def pretrained(runs):
     return {name: ck for name, (ck, _) in runs.items()}
-
-
-def binarize(text, dest, vocab_from):
-    preprocess(PreprocessConfig(task="classification", trainpref=str(text / "train.tsv"), validpref=str(text / "dev.tsv"),
-                                destdir=str(dest), tokenizer=SpaceConfig(), vocab_from=str(vocab_from)))
-    return dest
 
 
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
@@ -121,24 +58,41 @@ def test_every_objective_loads_into_the_classification_task(text, pretrained, tm
     assert trainer.cfg.model.body["vocab_size"] >= len(trainer.task.src_dict)
 
 
-def test_finetuned_checkpoint_stands_alone_and_freeze_keeps_the_body(text, pretrained, tmp_path):
+def test_frozen_run_keeps_the_body_saves_the_head_and_needs_its_base(text, pretrained, tmp_path):
     ck_copy = tmp_path / "bert.pt"
     ck_copy.write_bytes(pretrained["bert"].read_bytes())
     data = binarize(text, tmp_path / "bin", ck_copy)
     ft = tmp_path / "ft"
     trainer = trainer_for(["task=classification", f"task.data={data}", "model=pretrained_classifier",
-                           f"model.path={ck_copy}", "model.freeze=true", "optimization.max_update=10",
+                           f"model.path={ck_copy}", "model.adapt=frozen", "optimization.max_update=10",
                            f"checkpoint.save_dir={ft}"])
     head_before = trainer.model.head.out.weight.detach().clone()
     trainer.run()
     saved = checkpoints.load(str(ck_copy))["model"]
     assert all(torch.equal(v, saved[k]) for k, v in trainer.model.body.state_dict().items())
-    ck_copy.unlink()  # the fine-tuned checkpoint needs nothing else
+    state = checkpoints.load(str(ft / "checkpoint_last.pt"))
+    assert sorted(state["model"]) == sorted(k for k in trainer.model.state_dict() if k.startswith("head."))
+    assert state["cfg"]["model"]["base_sha256"] == file_sha256(str(ck_copy))
     clf = Classifier.from_checkpoint(str(ft / "checkpoint_last.pt"))
     assert not torch.equal(clf.model.head.out.weight, head_before)  # the head did train
     assert torch.equal(clf.model.head.out.weight, trainer.model.head.out.weight)
     result = clf.predict(["v3 v0 v5", "v3 v2 v5"])
     assert [r["label"] in ("0", "1") for r in result] == [True, True]
+    ck_copy.unlink()  # the head alone cannot classify
+    with pytest.raises(SeqkitError, match="is not there: a model.adapt=frozen checkpoint holds only what it trained"):
+        Classifier.from_checkpoint(str(ft / "checkpoint_last.pt"))
+
+
+def test_finetuned_checkpoint_stands_alone(text, pretrained, tmp_path):
+    ck_copy = tmp_path / "gpt.pt"
+    ck_copy.write_bytes(pretrained["gpt"].read_bytes())
+    data = binarize(text, tmp_path / "bin", ck_copy)
+    trainer = run(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={ck_copy}",
+                   "optimization.max_update=3", f"checkpoint.save_dir={tmp_path / 'ft'}"])
+    ck_copy.unlink()
+    clf = Classifier.from_checkpoint(str(tmp_path / "ft" / "checkpoint_last.pt"))
+    for k, v in trainer.model.state_dict().items():
+        assert torch.equal(v, clf.model.state_dict()[k]), k
 
 
 @pytest.mark.parametrize("objective", ["elmo", "bart"])
@@ -213,14 +167,18 @@ ENV = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.en
            OMP_NUM_THREADS="1")
 
 
-@pytest.mark.parametrize("task, model, extra, family", [
-    ("language_modeling", "gpt_tiny", ["criterion=cross_entropy"], "transformer_lm"),
+ALL_MODES = ["full", "frozen", "adapter", "lora", "bitfit", "prompt", "ulmfit"]
+
+
+@pytest.mark.parametrize("task, model, extra, family, modes", [
+    ("language_modeling", "gpt_tiny", ["criterion=cross_entropy"], "transformer_lm", ALL_MODES),
     ("masked_lm", "roberta_mini", ["criterion=masked_lm", "model.encoder_layers=1", "model.embed_dim=32",
-                                   "model.ffn_dim=64", "model.attention_heads=2"], "bert"),
+                                   "model.ffn_dim=64", "model.attention_heads=2"], "bert", ["full", "lora"]),
 ])
-def test_end_to_end_shell(tmp_path, task, model, extra, family):
-    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), task, model, *extra], env=ENV, capture_output=True,
-                          text=True, timeout=300)
+def test_end_to_end_shell(tmp_path, task, model, extra, family, modes):
+    env = dict(ENV, MODES=" ".join(modes))
+    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), task, model, *extra], env=env, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert f"pretrained_classifier: body {family} from pretrain/checkpoint_last.pt" in proc.stderr
@@ -231,4 +189,24 @@ def test_end_to_end_shell(tmp_path, task, model, extra, family):
     assert r["split"] == "test" and ("ppl" in r)
     lines = (tmp_path / "stdin.txt").read_text(encoding="utf-8").splitlines()
     assert [line[:2] for line in lines] == ["S-", "L-", "S-", "L-"]
-    assert "accuracy" in (tmp_path / "score.txt").read_text()
+    for mode in modes:
+        # every mode learns the polarity word (chance: 50%; a model that learns nothing stays under 62)
+        score = (tmp_path / f"score-{mode}.txt").read_text()
+        accuracy = float(re.search(r"^accuracy = ([\d.]+)", score, re.M).group(1))
+        assert accuracy >= 70, f"{mode}: {score}"
+        gen = (tmp_path / f"gen-{mode}.txt").read_text(encoding="utf-8")
+        if mode in ("full", "ulmfit"):  # stands alone
+            assert (tmp_path / f"alone-{mode}.txt").read_text(encoding="utf-8") == gen
+            continue
+        # needs its base, in one line; exported whole it stands alone and predicts the same labels
+        err = (tmp_path / f"needs-base-{mode}.txt").read_text().strip()
+        assert err.startswith("seqkit-generate: error: the base checkpoint pretrain/checkpoint_last.pt is not there")
+        assert "\n" not in err
+        alone = (tmp_path / f"standalone-{mode}.txt").read_text(encoding="utf-8").splitlines()
+        for a, b in zip(alone, gen.splitlines()):
+            if a.startswith("L-"):
+                (la, pa), (lb, pb) = a.split("\t")[1:3], b.split("\t")[1:3]
+                assert la == lb and abs(float(pa) - float(pb)) <= 2e-4, (a, b)
+            else:
+                assert a == b
+        assert len(alone) == len(gen.splitlines())

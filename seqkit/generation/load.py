@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 from seqkit.errors import SeqkitError
+from seqkit.models.base import check_saved_keys, saved_keys
 from seqkit.registry import MODELS, TASKS
 
 
@@ -32,8 +33,10 @@ def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = Non
     task_values = {**cfg["task"], **(task_overrides or {})}
     task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
     model = task.build_model(MODELS.make_config(cfg["model"]))
+    keep = saved_keys(model)  # a parameter-efficient checkpoint: what it trained, over its base
+    check_saved_keys(keep, state["model"], path)
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(state["model"], strict=keep is None)
     except RuntimeError as e:
         raise SeqkitError(f"{path}: weights do not fit the model it describes ({str(e).splitlines()[0]})") from None
     return task, model

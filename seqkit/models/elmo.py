@@ -29,6 +29,7 @@ from seqkit.errors import SeqkitError
 from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
+from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, prefix_length, remove_prefix
 from seqkit.registry import MODELS
 
 
@@ -111,15 +112,17 @@ class ELMo(LanguageModel):
             outs.append(x)
         return outs
 
-    def _directions(self, fwd_in: torch.Tensor, bwd_in: torch.Tensor,
-                    lengths: torch.Tensor) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+    def _directions(self, fwd_in: torch.Tensor, bwd_in: torch.Tensor, lengths: torch.Tensor,
+                    prefix: Optional[torch.Tensor] = None) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
         """Forward stack over ``fwd_in`` and backward stack over ``bwd_in`` (read right to left,
-        outputs back in left-to-right order), each ``(B, T)`` -> per-layer ``(B, T, H)``."""
-        drop = self.cfg.dropout
-        f = self._stack(self.forward_layers, dropout(self.embed(fwd_in), drop, self.training))
-        rev = reverse_padded(dropout(self.embed(bwd_in), drop, self.training), lengths)
+        outputs back in left-to-right order), each ``(B, T)`` -> per-layer ``(B, T, H)``; ``prefix``
+        ``(B, k, H)``: learned vectors after the first token of both (the outputs keep T positions)."""
+        drop, k = self.cfg.dropout, prefix_length(prefix)
+        f = self._stack(self.forward_layers, dropout(insert_prefix(self.embed(fwd_in), prefix), drop, self.training))
+        lengths = lengths + k
+        rev = reverse_padded(dropout(insert_prefix(self.embed(bwd_in), prefix), drop, self.training), lengths)
         b = [reverse_padded(h, lengths) for h in self._stack(self.backward_layers, rev)]
-        return f, b
+        return [remove_prefix(h, k) for h in f], [remove_prefix(h, k) for h in b]
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 target: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -151,14 +154,23 @@ class ELMo(LanguageModel):
         return self.cfg.layers + 1  # the embeddings, then each LSTM layer
 
     def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+                          segments: Optional[torch.Tensor] = None, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Every layer ``(L + 1, B, S, 2H)``: the fine-tuned model mixes them with its own ScalarMix."""
-        return self.layer_representations(src_tokens, src_lengths)
+        return self.layer_representations(src_tokens, src_lengths, prefix)
 
-    def layer_representations(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def transfer_embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed(tokens)
+
+    def transfer_groups(self) -> List[List[str]]:
+        """The embeddings, then each layer of both directions."""
+        prefixes = [["embed"]] + [[f"forward_layers.{i}", f"backward_layers.{i}"] for i in range(self.cfg.layers)]
+        return groups_by_prefix(self, prefixes)
+
+    def layer_representations(self, tokens: torch.Tensor, lengths: torch.Tensor,
+                              prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``(L + 1, B, T, 2H)``: ``[x; x]`` for the embeddings, then ``[forward_l; backward_l]``,
         each direction having read token t (right-padded ``tokens`` ``(B, T)``)."""
-        f, b = self._directions(tokens, tokens, lengths)
+        f, b = self._directions(tokens, tokens, lengths, prefix)
         x = self.embed(tokens)
         return torch.stack([torch.cat([x, x], -1)] + [torch.cat([hf, hb], -1) for hf, hb in zip(f, b)])
 

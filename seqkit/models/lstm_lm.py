@@ -25,6 +25,7 @@ from seqkit.dataclass_utils import arg
 from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
+from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, prefix_length, remove_prefix
 from seqkit.registry import MODELS
 
 
@@ -108,9 +109,19 @@ class LSTMLM(LanguageModel):
         return self.cfg.hidden_dim
 
     def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
-        h, _ = self.lstm(dropout(self.embed(src_tokens), self.cfg.dropout, self.training))
-        return h  # (B, S, H)
+                          segments: Optional[torch.Tensor] = None, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = insert_prefix(self.embed(src_tokens), prefix)  # (B, k + S, E)
+        h, _ = self.lstm(dropout(x, self.cfg.dropout, self.training))
+        return remove_prefix(h, prefix_length(prefix))  # (B, S, H)
+
+    def transfer_embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed(tokens)
+
+    def transfer_groups(self) -> List[List[str]]:
+        """The embeddings, then each LSTM layer (its ``*_l{i}`` weights and biases)."""
+        layers = [[n for n, _ in self.lstm.named_parameters() if n.endswith(f"_l{i}")] for i in range(self.cfg.layers)]
+        prefixes = [["embed"]] + [[f"lstm.{n}" for n in names] for names in layers]
+        return groups_by_prefix(self, prefixes)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 target: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -19,20 +19,34 @@ Every pretraining model offers the same reading (its ``transfer_*`` members):
 A classifier pools the sentence and applies dense + tanh + linear (BERT's head); a tagger applies
 a linear layer at every position. The body's model config and vocabulary size are copied into
 ``model.body`` at the first build, so a fine-tuned checkpoint stands alone.
+
+``model.adapt=`` chooses how the body is adapted (:mod:`seqkit.adapt`): ``full`` (the default),
+``frozen``, ``adapter``, ``lora``, ``bitfit``, ``prompt`` or ``ulmfit``. A parameter-efficient run
+(frozen, adapter, lora, bitfit, prompt) records ``model.path``'s sha256 in ``model.base_sha256``,
+and its checkpoints hold only what it trained (:meth:`_Pretrained.checkpoint_keys`): loading one
+rebuilds the body from that base and refuses a base whose sha256 differs. ``model.scratch=true``
+trains the same architecture from random weights: the baseline a transfer run is measured against.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch import nn
 
+from seqkit.adapt.adapters import AdapterConfig
+from seqkit.adapt.lora import LoRAConfig
+from seqkit.adapt.modes import FIXED_BODY, MODES, PARAMETER_EFFICIENT, adapt_body
+from seqkit.adapt.prompt import PromptConfig, SoftPrompt
+from seqkit.adapt.ulmfit import ULMFiTConfig, layer_groups
 from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg, to_plain
 from seqkit.errors import SeqkitError
+from seqkit.io import file_sha256
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.elmo import ScalarMix
 from seqkit.models.transformer_encoder import PoolerHead, TokenHead
@@ -52,7 +66,20 @@ class PretrainedClassifierConfig:
                                "first for BERT/ELECTRA, last for GPT/LSTM LM/BART, mean for ELMo), first, last, mean, "
                                "max", choices=POOLINGS)
     dropout: float = arg(0.1, "dropout in the head", ge=0, lt=1)
-    freeze: bool = arg(False, "keep the body fixed (and its dropout off): train only the head (and ELMo's layer mix)")
+    adapt: str = arg("full", "how the body is adapted: full (every weight trains), frozen (only the head: features), "
+                             "adapter (bottleneck adapters and layer norms), lora (low-rank updates of chosen "
+                             "projections), bitfit (biases), prompt (k learned input vectors), ulmfit (full, with "
+                             "discriminative rates and gradual unfreezing); the head always trains", choices=MODES)
+    adapter: AdapterConfig = arg(help="model.adapt=adapter: placement, reduction_factor, activation",
+                                 factory=AdapterConfig)
+    lora: LoRAConfig = arg(help="model.adapt=lora: rank, alpha, dropout, targets", factory=LoRAConfig)
+    prompt: PromptConfig = arg(help="model.adapt=prompt: length, init", factory=PromptConfig)
+    ulmfit: ULMFiTConfig = arg(help="model.adapt=ulmfit: lr_decay, gradual_unfreezing", factory=ULMFiTConfig)
+    scratch: bool = arg(False, "the body's architecture (read from model.path) with fresh random weights: the "
+                               "from-scratch baseline of a transfer run")
+    base_sha256: str = arg("", "filled at the first build of a parameter-efficient run (adapt frozen, adapter, lora, "
+                               "bitfit, prompt), leave empty: model.path's sha256, which loading its checkpoints "
+                               "checks; empty: checkpoints hold every weight")
     body: Dict[str, Any] = arg(help="filled at the first build, leave empty: the body's model config and vocabulary "
                                     "size, so a fine-tuned checkpoint needs no model.path", factory=dict)
 
@@ -85,10 +112,16 @@ def _body_dictionary(src_dict: Dictionary, vocab_size: int) -> Dictionary:
     return d
 
 
+def needs_base(cfg: PretrainedClassifierConfig) -> bool:
+    """Whether this run's checkpoints hold only what it trained, the body coming from ``model.path``."""
+    return cfg.adapt in PARAMETER_EFFICIENT and not cfg.scratch
+
+
 def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Module:
-    """The body with its pretrained weights (first build, from ``cfg.path``; fills ``cfg.body``), or
-    an untrained body of the recorded shape (a fine-tuned checkpoint's weights are loaded next)."""
-    if cfg.body:
+    """The body with its pretrained weights (first build, or a parameter-efficient run's base, from
+    ``cfg.path``; fills ``cfg.body`` and ``cfg.base_sha256``), or an untrained body of the recorded
+    shape (a checkpoint holding every weight loads them next)."""
+    if cfg.body and not cfg.base_sha256:
         vocab = int(cfg.body["vocab_size"])
         if len(src_dict) > vocab:
             raise SeqkitError(f"the data's dictionary ({len(src_dict)} symbols) is larger than the pretrained "
@@ -96,6 +129,15 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
         return _build(cfg.body["model"], _body_dictionary(src_dict, vocab))
     if not cfg.path:
         raise SeqkitError(f"model {cfg.name} needs model.path=<checkpoint of a pretraining run>")
+    sha = ""
+    if cfg.base_sha256 or needs_base(cfg):
+        if not os.path.isfile(cfg.path):
+            raise SeqkitError(f"the base checkpoint {cfg.path} is not there: a model.adapt={cfg.adapt} checkpoint holds "
+                              "only what it trained, and needs the pretrained checkpoint it was trained from")
+        sha = file_sha256(cfg.path)
+        if cfg.base_sha256 and sha != cfg.base_sha256:
+            raise SeqkitError(f"{cfg.path} is not the base this model was trained from (its sha256 {sha[:12]}... "
+                              f"differs from the recorded {cfg.base_sha256[:12]}...)")
     from seqkit.generation.load import load_for_inference
 
     task, body = load_for_inference(cfg.path)
@@ -106,12 +148,19 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
     if n > len(pretrain_dict) or src_dict.symbols != pretrain_dict.symbols[:n]:
         raise SeqkitError(f"the data was binarized with another dictionary than {cfg.path}'s: run seqkit-preprocess "
                           f"with vocab_from={cfg.path}")
+    first = not cfg.body
     cfg.body = {"model": to_plain(body.cfg), "vocab_size": len(pretrain_dict)}
+    cfg.base_sha256 = sha if needs_base(cfg) else ""
+    if cfg.scratch:
+        log.info("%s: body %s of %s's shape, from random weights (model.scratch=true)", cfg.name,
+                 cfg.body["model"]["name"], cfg.path)
+        return _build(cfg.body["model"], _body_dictionary(src_dict, len(pretrain_dict)))
     n_tensors = len(body.state_dict())
     _drop_heads(body)
-    kept = len(body.state_dict())
-    log.info("%s: body %s from %s, %d of its %d tensors kept (dropped the pretraining heads: %s)", cfg.name,
-             cfg.body["model"]["name"], cfg.path, kept, n_tensors, ", ".join(body.pretraining_heads))
+    if first:
+        log.info("%s: body %s from %s, %d of its %d tensors kept (dropped the pretraining heads: %s)", cfg.name,
+                 cfg.body["model"]["name"], cfg.path, len(body.state_dict()), n_tensors,
+                 ", ".join(body.pretraining_heads))
     return body
 
 
@@ -133,28 +182,55 @@ class _Pretrained(EncoderClassifierModel):
     def __init__(self, cfg: PretrainedClassifierConfig, src_dict: Dictionary):
         super().__init__()
         self.cfg, self.pad = cfg, src_dict.pad()
+        first_build = not cfg.body
         self.body = load_body(cfg, src_dict)
         self.pooling = self.body.transfer_pooling if cfg.pooling == "auto" else cfg.pooling
         # ELMo's layers all serve: a mix of this model's own (Peters et al. 2018, eq. 1)
         layers = getattr(self.body, "transfer_layers", 0)
         self.mix = ScalarMix(layers) if layers else None
-        if cfg.freeze:
-            self.body.requires_grad_(False)
+        added = adapt_body(self.body, cfg.adapt, cfg)
+        self.prompt: Optional[SoftPrompt] = None
+        if cfg.adapt == "prompt":
+            first_symbol = len(Dictionary())  # after <pad> <s> </s> <unk>
+            dim = self.body.transfer_embed(torch.tensor([first_symbol])).size(-1)
+            self.prompt = SoftPrompt(cfg.prompt.length, dim)
+            if first_build:  # a checkpoint's vectors are loaded next
+                self.prompt.init_from(self.body, first_symbol, len(src_dict), cfg.prompt.init)
+        if first_build and added:
+            log.info("%s: adapt=%s on %d module(s): %s", cfg.name, cfg.adapt, len(added), ", ".join(added[:4])
+                     + (", ..." if len(added) > 4 else ""))
 
     def train(self, mode: bool = True) -> "_Pretrained":
         super().train(mode)
-        if self.cfg.freeze:
-            self.body.eval()  # frozen features: no dropout inside the body
+        if self.cfg.adapt in FIXED_BODY:
+            self.body.eval()  # frozen features and prompt tuning: no dropout inside the body
         return self
 
     def max_positions(self) -> Tuple[int, int]:
-        return self.body.max_positions()[0], 1 << 30
+        k = self.prompt.vectors.size(0) if self.prompt is not None else 0
+        return self.body.max_positions()[0] - k, 1 << 30
 
     def features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                  segments: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The body's contextual vectors ``(B, S, C)``."""
-        x = self.body.transfer_features(src_tokens, src_lengths, segments)
+        prefix = self.prompt(src_tokens.size(0)) if self.prompt is not None else None  # (B, k, C)
+        x = self.body.transfer_features(src_tokens, src_lengths, segments, prefix=prefix)
         return self.mix(x) if self.mix is not None else x
+
+    # -- what checkpoints and optimizers see ------------------------------------------------------------
+    def checkpoint_keys(self) -> Optional[Set[str]]:
+        """The state entries a checkpoint holds: all (None), or for a parameter-efficient run what
+        it trains and everything outside the body (the frozen body comes from ``model.path``)."""
+        if not self.cfg.base_sha256:
+            return None
+        trained = {n for n, p in self.named_parameters() if p.requires_grad}
+        return {k for k in self.state_dict() if not k.startswith("body.") or k in trained}
+
+    def param_groups(self) -> List[Dict[str, Any]]:
+        """Groups with their own learning-rate scale and first epoch (ULMFiT), else one group."""
+        if self.cfg.adapt == "ulmfit":
+            return layer_groups(self, self.body, self.cfg.ulmfit)
+        return [{"name": "all", "params": list(self.parameters())}]
 
 
 @MODELS.register("pretrained_classifier", PretrainedClassifierConfig)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,7 @@ from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length
 from seqkit.models.modules.transformer_layers import DecoderLayer, EncoderLayer
 from seqkit.registry import MODELS
 
@@ -124,13 +125,17 @@ class TransformerModel(EncoderDecoderModel):
         return self.cfg.max_source_positions, self.cfg.max_target_positions
 
     # -- encoder ---------------------------------------------------------------------------
-    def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOut:
-        B, S = src_tokens.shape
+    def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+               prefix: Optional[torch.Tensor] = None) -> EncoderOut:
+        """``prefix`` ``(B, k, C)``: learned vectors read after the first token (prompt tuning); they
+        stay in the encoder's output for the decoder to attend to."""
+        k = prefix_length(prefix)
+        B, S = src_tokens.size(0), src_tokens.size(1) + k
         if S > self.cfg.max_source_positions:
             raise SeqkitError(f"source of {S} tokens exceeds model.max_source_positions={self.cfg.max_source_positions}")
-        x = self.embed_scale * self.src_embed(src_tokens) + self.src_pos(S)  # (B, S, C)
+        x = insert_prefix(self.embed_scale * self.src_embed(src_tokens), prefix) + self.src_pos(S)  # (B, S, C)
         x = dropout(x, self.cfg.dropout, self.training)
-        keep = src_tokens.ne(self.pad)  # (B, S)
+        keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(B, k, dtype=torch.bool))  # (B, S)
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.encoder_layers:
@@ -186,12 +191,24 @@ class TransformerModel(EncoderDecoderModel):
         return self.cfg.embed_dim
 
     def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """The same tokens go into the encoder and, shifted right behind ``</s>``, into the
-        decoder (Lewis et al. 2020, section 3.1): decoder outputs ``(B, S, C)``."""
+                          segments: Optional[torch.Tensor] = None, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The same tokens go into the encoder (after ``prefix``'s vectors, if any) and, shifted
+        right behind ``</s>``, into the decoder (Lewis et al. 2020, section 3.1): decoder outputs ``(B, S, C)``."""
         prev = torch.cat([src_tokens.new_full((src_tokens.size(0), 1), self.eos), src_tokens[:, :-1]], dim=1)
         prev = prev.masked_fill(src_tokens.eq(self.pad), self.pad)
-        return self.decoder_features(prev, self.encode(src_tokens, src_lengths))
+        return self.decoder_features(prev, self.encode(src_tokens, src_lengths, prefix))
+
+    def transfer_embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed_scale * self.src_embed(tokens)
+
+    def transfer_groups(self) -> List[List[str]]:
+        """Embeddings and positions, each encoder layer (the encoder's norm with the last), each
+        decoder layer (the decoder's norm with the last)."""
+        enc = layer_prefixes("encoder_layers", len(self.encoder_layers))
+        dec = layer_prefixes("decoder_layers", len(self.decoder_layers))
+        enc[-1].append("encoder_norm")
+        dec[-1].append("decoder_norm")
+        return groups_by_prefix(self, [["src_embed", "tgt_embed", "src_pos", "tgt_pos"]] + enc + dec)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
         """Cross-attention keys/values and the source mask once per sentence (``static:``), the

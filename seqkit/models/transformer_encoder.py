@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -31,6 +31,7 @@ from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
 from seqkit.models.modules.transformer_layers import EncoderLayer
 from seqkit.registry import MODELS
 
@@ -126,26 +127,35 @@ class TransformerEncoder(nn.Module):
         # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
         self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
 
-    def forward(self, src_tokens: torch.Tensor, segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token vectors before positions are added: ``(..., )`` ids -> ``(..., C)``."""
+        x = self.embed_scale * self.embed_tokens(tokens)  # (..., E)
+        return self.embed_proj(x) if self.embed_proj is not None else x
+
+    def forward(self, src_tokens: torch.Tensor, segments: Optional[torch.Tensor] = None,
+                prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``prefix`` ``(B, k, C)``: learned vectors read after the first token (prompt tuning);
+        the output keeps the input's positions only."""
         cfg = self.cfg
-        S = src_tokens.size(1)
+        k = prefix_length(prefix)
+        S = src_tokens.size(1) + k
         if S > cfg.max_positions:
             raise SeqkitError(f"input of {S} tokens exceeds model.max_positions={cfg.max_positions}")
-        x = self.embed_scale * self.embed_tokens(src_tokens)  # (B, S, E)
-        if self.embed_proj is not None:
-            x = self.embed_proj(x)
-        x = x + self.embed_positions(S)  # (B, S, C)
+        x = insert_prefix(self.embed(src_tokens), prefix) + self.embed_positions(S)  # (B, S, C)
         if self.embed_segments is not None:
-            x = x + (self.embed_segments.weight[0] if segments is None else self.embed_segments(segments))
+            if segments is None:
+                x = x + self.embed_segments.weight[0]
+            else:
+                x = x + self.embed_segments(insert_prefix(segments, segments.new_zeros(segments.size(0), k)))
         elif segments is not None:
             raise SeqkitError("this model has no segment embeddings (model.num_segments=0) but got segments")
         x = dropout(self.embed_norm(x), cfg.dropout, self.training)
-        keep = src_tokens.ne(self.pad)  # (B, S)
+        keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(src_tokens.size(0), k, dtype=torch.bool))
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
         for i in range(cfg.encoder_layers):  # with share_layers, the one layer cfg.encoder_layers times
             x = self.layers[0 if cfg.share_layers else i](x, mask)
-        return self.final_norm(x)  # (B, S, C)
+        return remove_prefix(self.final_norm(x), k)  # (B, S - k, C)
 
 
 class EncoderTransfer:
@@ -159,9 +169,20 @@ class EncoderTransfer:
         return self.encoder.cfg.embed_dim
 
     def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
+                          segments: Optional[torch.Tensor] = None, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
         # a model pretrained without segment embeddings (RoBERTa) reads a pair as one stream
-        return self.encoder(src_tokens, segments if self.encoder.embed_segments is not None else None)  # (B, S, C)
+        segments = segments if self.encoder.embed_segments is not None else None
+        return self.encoder(src_tokens, segments, prefix)  # (B, S, C)
+
+    def transfer_embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.encoder.embed(tokens)
+
+    def transfer_groups(self) -> List[List[str]]:
+        """Embeddings, then each layer (ALBERT: its one shared layer), the final norm with the last."""
+        n = len(self.encoder.layers)
+        prefixes = [["encoder.embed_"]] + layer_prefixes("encoder.layers", n)
+        prefixes[-1].append("encoder.final_norm")
+        return groups_by_prefix(self, prefixes)
 
 
 def _linear(n_in: int, n_out: int) -> nn.Linear:

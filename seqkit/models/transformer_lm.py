@@ -28,6 +28,7 @@ from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
 from seqkit.models.modules.transformer_layers import EncoderLayer
 from seqkit.registry import MODELS
 
@@ -123,17 +124,19 @@ class TransformerLM(LanguageModel):
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, self.cfg.max_positions
 
-    def features(self, src_tokens: torch.Tensor) -> torch.Tensor:
-        """``(B, T)`` -> last layer's normalized output ``(B, T, C)``; position t sees tokens 0..t only."""
-        T = src_tokens.size(1)
+    def features(self, src_tokens: torch.Tensor, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``(B, T)`` -> last layer's normalized output ``(B, T, C)``; position t sees tokens 0..t only
+        (and ``prefix`` ``(B, k, C)``, learned vectors read after the first token)."""
+        k = prefix_length(prefix)
+        T = src_tokens.size(1) + k
         if T > self.cfg.max_positions:
             raise SeqkitError(f"input of {T} tokens exceeds model.max_positions={self.cfg.max_positions}")
-        x = self.embed_scale * self.embed(src_tokens) + self.positions(T)  # (B, T, C)
+        x = insert_prefix(self.embed_scale * self.embed(src_tokens), prefix) + self.positions(T)  # (B, T, C)
         x = dropout(x, self.cfg.dropout, self.training)
         # right padding needs no mask: causal attention keeps every real position off the pads after it
         for layer in self.layers:
             x, _ = layer.forward_kv(x, is_causal=T > 1)
-        return self.final_norm(x)
+        return remove_prefix(self.final_norm(x), k)
 
     # -- transfer (seqkit.models.pretrained) ----------------------------------------------------
     transfer_pooling = "last"  # the final </s> has read the whole sentence
@@ -144,8 +147,17 @@ class TransformerLM(LanguageModel):
         return self.cfg.embed_dim
 
     def transfer_features(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                          segments: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return self.features(src_tokens)  # (B, S, C); a pair is read as one stream
+                          segments: Optional[torch.Tensor] = None, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.features(src_tokens, prefix)  # (B, S, C); a pair is read as one stream
+
+    def transfer_embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed_scale * self.embed(tokens)
+
+    def transfer_groups(self) -> List[List[str]]:
+        """Embeddings and positions, then each layer, the final norm with the last."""
+        prefixes = [["embed", "positions"]] + layer_prefixes("layers", len(self.layers))
+        prefixes[-1].append("final_norm")
+        return groups_by_prefix(self, prefixes)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 target: Optional[torch.Tensor] = None) -> torch.Tensor:

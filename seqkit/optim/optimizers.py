@@ -1,5 +1,6 @@
 """Adam, AdamW (torch, or NVIDIA apex's FusedAdam when importable) and SGD, built as
-``OPTIMIZERS.build(cfg, params)``."""
+``OPTIMIZERS.build(cfg, params)``; ``params`` are parameters or param-group dicts (see
+:mod:`seqkit.optim.groups`), whose own ``weight_decay`` wins over the config's."""
 
 from __future__ import annotations
 
@@ -54,11 +55,23 @@ def apex_fused_adam() -> Any:
     return FusedAdam
 
 
-def choose_impl(impl: str, params: List[torch.nn.Parameter]) -> str:
-    """The implementation ``impl`` resolves to for these parameters."""
+def _first_tensor(params: List[Any]) -> Any:
+    """The first parameter of a list of parameters or of param-group dicts (None if empty)."""
+    for p in params:
+        if isinstance(p, dict):
+            if p["params"]:
+                return p["params"][0]
+        else:
+            return p
+    return None
+
+
+def choose_impl(impl: str, params: List[Any]) -> str:
+    """The implementation ``impl`` resolves to for these parameters (or param-group dicts)."""
     if impl not in IMPLS:
         raise SeqkitError(f"unknown optimizer.impl {impl!r}; valid: {', '.join(IMPLS)}")
-    on_gpu = bool(params) and params[0].device.type == "cuda"
+    first = _first_tensor(params)
+    on_gpu = first is not None and first.device.type == "cuda"
     if impl == "auto":
         if on_gpu:
             return "apex" if apex_fused_adam() is not None else "fused"
@@ -69,7 +82,7 @@ def choose_impl(impl: str, params: List[torch.nn.Parameter]) -> str:
     return impl
 
 
-def _adam(cls: type, cfg: AdamConfig, params: Iterable[torch.nn.Parameter], decoupled: bool) -> torch.optim.Optimizer:
+def _adam(cls: type, cfg: AdamConfig, params: Iterable[Any], decoupled: bool) -> torch.optim.Optimizer:
     params = list(params)
     impl = choose_impl(cfg.impl, params)
     log.info("optimizer %s: %s implementation", cfg.name, {"apex": "NVIDIA apex FusedAdam", "fused": "torch fused",
@@ -82,16 +95,16 @@ def _adam(cls: type, cfg: AdamConfig, params: Iterable[torch.nn.Parameter], deco
 
 
 @OPTIMIZERS.register("adam", AdamConfig)
-def build_adam(cfg: AdamConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+def build_adam(cfg: AdamConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
     return _adam(torch.optim.Adam, cfg, params, decoupled=False)
 
 
 @OPTIMIZERS.register("adamw", AdamWConfig)
-def build_adamw(cfg: AdamWConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+def build_adamw(cfg: AdamWConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
     return _adam(torch.optim.AdamW, cfg, params, decoupled=True)
 
 
 @OPTIMIZERS.register("sgd", SGDConfig)
-def build_sgd(cfg: SGDConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+def build_sgd(cfg: SGDConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                            weight_decay=cfg.weight_decay)

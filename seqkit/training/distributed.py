@@ -132,10 +132,13 @@ def full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer):
 
 
 def load_full_state(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], model_state: dict,
-                    optimizer_state: Optional[dict]) -> None:
-    """Inverse of ``full_state``; every rank reads the whole checkpoint and keeps its shard."""
+                    optimizer_state: Optional[dict], strict: bool = True) -> None:
+    """Inverse of ``full_state``; every rank reads the whole checkpoint and keeps its shard.
+    ``strict=False``: ``model_state`` holds only some entries (a parameter-efficient run's)."""
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
-    set_model_state_dict(model, model_state, options=_options(strict=True))
+    set_model_state_dict(model, model_state, options=_options(strict=strict))
     if optimizer is not None and optimizer_state is not None:
-        set_optimizer_state_dict(model, optimizer, optimizer_state, options=_options())
+        # not strict: a parameter that never stepped (a group gradual unfreezing has not reached
+        # yet) has no state, as in a run never interrupted
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=_options(strict=False))

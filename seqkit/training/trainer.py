@@ -18,8 +18,11 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from seqkit.adapt.modes import parameter_line
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
+from seqkit.models.base import check_saved_keys, saved_keys
+from seqkit.optim.groups import param_groups
 from seqkit.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.training import checkpoints
 from seqkit.training.config import TrainConfig
@@ -50,7 +53,7 @@ class Trainer:
                                    c.fp16_min_loss_scale)
         # wrap before building the optimizer: FSDP replaces the parameters with sharded ones
         self.train_model = distributed.wrap_model(self.model, cfg.distributed.strategy, self.dist)
-        self.optimizer = OPTIMIZERS.build(cfg.optimizer, [p for p in self.model.parameters() if p.requires_grad])
+        self.optimizer = OPTIMIZERS.build(cfg.optimizer, param_groups(self.model, getattr(cfg.optimizer, "weight_decay", 0.0)))
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, cfg.optimization.max_update)
         self.make_generator = make_generator
         # position in training; all of it is saved and restored. batch_offset counts the epoch's
@@ -63,16 +66,22 @@ class Trainer:
         self.oom_skipped = 0
         self.interrupted: Optional[str] = None  # name of the signal that asked us to stop
         n_params = sum(p.numel() for p in self.model.parameters())
-        n_trained = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        trained = f" ({n_trained:,} trained)" if n_trained < n_params else ""  # e.g. a frozen pretrained body
-        log.info("model %s: %s parameters%s; criterion %s; optimizer %s; precision %s; device %s; world size %d",
-                 cfg.model.name, f"{n_params:,}", trained, cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
+        log.info("model %s: %s parameters; criterion %s; optimizer %s; precision %s; device %s; world size %d",
+                 cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
                  self.device, self.dist.world_size)
+        log.info("%s", parameter_line(self.model))  # the same line for every model and adaptation mode
+        if any(g["lr_scale"] != 1.0 or g["from_epoch"] > 1 for g in self.optimizer.param_groups):
+            log.info("parameter groups: %s", "; ".join(
+                f"{g['name']} lr x{g['lr_scale']:.3g} from epoch {g['from_epoch']}" for g in self.optimizer.param_groups))
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
-        """Everything a checkpoint holds (a collective under FSDP: every rank calls it)."""
+        """Everything a checkpoint holds (a collective under FSDP: every rank calls it); of a
+        parameter-efficient model only the entries it trains (``saved_keys``)."""
         model_state, optimizer_state = distributed.full_state(self.model, self.optimizer)
+        keep = saved_keys(self.model)
+        if keep is not None:
+            model_state = {k: v for k, v in model_state.items() if k in keep}
         return {
             "format": checkpoints.FORMAT_VERSION,
             "cfg": to_plain(self.cfg),
@@ -96,15 +105,21 @@ class Trainer:
         if weights_only:
             pass
         elif saved_model != to_plain(self.cfg.model):
-            diff = sorted(k for k in set(saved_model) | set(to_plain(self.cfg.model))
-                          if saved_model.get(k) != getattr(self.cfg.model, k, None))
+            now = to_plain(self.cfg.model)
+            diff = sorted(k for k in set(saved_model) | set(now) if saved_model.get(k) != now.get(k))
+            if "base_sha256" in diff:  # a parameter-efficient run resumed over another pretrained checkpoint
+                raise SeqkitError(f"{now.get('path')} is not the base this run was trained from (its sha256 "
+                                  f"{now['base_sha256'][:12]}... differs from the recorded "
+                                  f"{saved_model.get('base_sha256', '')[:12]}...)")
             raise SeqkitError(
                 f"{state.get('_path', 'checkpoint')} holds a different model (differs in: {', '.join(diff)}); "
                 "use another checkpoint.save_dir or checkpoint.reset=true"
             )
+        keep = saved_keys(self.model)
+        check_saved_keys(keep, state["model"], state.get("_path", "checkpoint"))
         try:
             distributed.load_full_state(self.model, None if weights_only else self.optimizer, state["model"],
-                                        None if weights_only else state["optimizer"])
+                                        None if weights_only else state["optimizer"], strict=keep is None)
         except (RuntimeError, KeyError, ValueError) as e:
             first = str(e).splitlines()[0]
             raise SeqkitError(f"checkpoint does not fit this model: {first}") from None
@@ -178,10 +193,14 @@ class Trainer:
         if self.dist.world_size > 1:  # log what the update saw on every rank, not rank 0's share
             keys = sorted(logs)
             logs = dict(zip(keys, all_reduce_sum([logs[k] for k in keys], self.dist)))
+        for group in self.optimizer.param_groups:  # gradual unfreezing: groups not yet in training
+            if group.get("from_epoch", 1) > self.epoch:
+                for p in group["params"]:
+                    p.grad = None  # (computed, and under DDP reduced, then dropped: every rank alike)
         gnorm = self.precision.unscale_and_clip(self.optimizer, self.model.parameters(), self.cfg.optimization.clip_norm)
         lr = self.scheduler.lr_at(self.num_updates)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         outcome = self.precision.step(self.optimizer, gnorm)
         stepped = outcome == "ok"
         if stepped:

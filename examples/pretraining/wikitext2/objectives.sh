@@ -6,8 +6,9 @@
 # KIND: the vocabulary, as examples/language_model/wikitext2/prepare.sh makes it: bpe (default,
 # 8,000 sentencepiece pieces; VOCAB=N for another size) or word (33,278 types, four times the
 # output-layer cost).
-# OBJECTIVE: elmo bert albert spanbert electra bart t5 (default: all). GPT, the LSTM LM and RoBERTa
-# have their own recipes (examples/language_model/wikitext2, examples/masked_lm/wikitext2).
+# OBJECTIVE: elmo bert roberta albert spanbert electra bart t5 (default: all but roberta). GPT and the
+# LSTM LM have their own recipe (examples/language_model/wikitext2), RoBERTa on the word vocabulary too
+# (examples/masked_lm/wikitext2); roberta here is the same model on this script's vocabulary.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:?usage: objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]}"
@@ -37,13 +38,15 @@ for objective in "${objectives[@]}"; do
                 criterion=adaptive_loss optimizer=adam optimizer.lr=2e-3
                 dataset.max_tokens=4096 optimization.clip_norm=0.25) ;;
     bert) args=("${mlm[@]}" model=bert_mini task.sentence_pairs=nsp task.mask_copies=10 task.mask_unit=word) ;;
+    roberta) args=("${mlm[@]}" model=roberta_mini) ;;
     albert) args=("${mlm[@]}" model=albert_mini task.sentence_pairs=sop) ;;
     spanbert) args=("${mlm[@]}" model=spanbert_mini task.mask_unit=span) ;;
     electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0
                    model.sampling_temperature=2) ;;
     bart) args=("${denoise[@]}" task.noise=bart) ;;
     t5) args=("${denoise[@]}" task.noise=t5) ;;
-    *) echo "objectives.sh: error: unknown objective '$objective'" >&2; exit 2 ;;
+    *) echo "objectives.sh: error: unknown objective '$objective' (elmo bert roberta albert spanbert electra bart t5)" >&2
+       exit 2 ;;
   esac
   out="$work/$objective"
   seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # CoNLL-2003 English NER: binarize eng.train / eng.testa / eng.testb with a cased sentencepiece BPE.
-#   bash prepare.sh [OUT_DIR]        (default: ./data-bin next to this script)
+#   bash prepare.sh [OUT_DIR] [key=value ...]   (default: ./data-bin next to this script)
+# key=value goes to seqkit-preprocess, e.g. vocab_from=CK.pt for a pretrained model's vocabulary.
 # CoNLL-2003 is licensed text (Reuters RCV1): this script never downloads it. It uses
 # $SEQKIT_DATA/conll2003 or ../shared/data/conll2003 when present, else $CONLL2003_DIR: point it
 # at the folder that holds your own copy of eng.train, eng.testa and eng.testb.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/data-bin}"
+shift $(( $# > 1 ? 1 : $# ))
 vocab="${VOCAB:-8000}"
 repo_root="$(cd "$here/../../.." && pwd)"
 
@@ -24,4 +26,4 @@ echo "conll2003 files: $src" >&2
 # words are split into pieces; each word's tag (IOB1, as distributed) goes on its first piece
 seqkit-preprocess task=tagging word_column=0 tag_column=-1 \
   trainpref="$src/eng.train" validpref="$src/eng.testa" testpref="$src/eng.testb" \
-  destdir="$out" overwrite=true tokenizer=sentencepiece_bpe tokenizer.vocab_size="$vocab"
+  destdir="$out" overwrite=true tokenizer=sentencepiece_bpe tokenizer.vocab_size="$vocab" "$@"
