@@ -236,6 +236,8 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     check_quantize(cfg.quantize, device.type, cfg.engine, cfg.common.precision)
+    if cfg.icl.verbalizers:
+        return _in_context(cfg, device), dist
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
     if cfg.quantize == "int8":
         model = quantize_int8(model)
@@ -250,6 +252,25 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
         return Classifier(task, model, device, cfg.common.precision), dist
     pack_for_search(model, cfg.packed_weights, device.type, cfg.common.precision, cfg.quantize)
     return Translator(task, model, cfg.generation, device, cfg.common.precision, cfg.inter_threads), dist
+
+
+def _in_context(cfg: GenerateConfig, device: Any) -> Any:
+    """icl.verbalizers: a language model classifies task.data's examples from demonstrations."""
+    from seqkit.generation.in_context import InContextClassifier
+    from seqkit.generation.load import load_for_inference
+    from seqkit.registry import TASKS
+
+    lm_task, lm = load_for_inference(cfg.path)
+    if getattr(lm_task, "model_kind", "") != "lm":
+        raise SeqkitError(f"icl.verbalizers: {cfg.path} holds a {getattr(lm_task, 'model_kind', 'seq2seq')} model; "
+                          "in-context classification needs a language model")
+    task = TASKS.build(TASKS.make_config({"name": "classification", "data": cfg.task.data}))
+    if task.per_token:
+        raise SeqkitError("icl.verbalizers: in-context classification labels sentences, not tokens")
+    if task.src_dict.symbols != lm_task.src_dict.symbols[: len(task.src_dict)]:
+        raise SeqkitError(f"{cfg.task.data} was binarized with another dictionary than {cfg.path}'s: run "
+                          f"seqkit-preprocess task=classification vocab_from={cfg.path}")
+    return InContextClassifier(task, lm.to(device), device, cfg.icl, cfg.common.precision)
 
 
 def generate(argv: Optional[List[str]] = None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from seqkit.common_config import CommonConfig
 from seqkit.dataclass_utils import arg, check_ranges
@@ -84,6 +84,17 @@ def check_quantize(quantize: str, device: str, engine: str = "seqkit", precision
 
 
 @dataclass
+class InContextConfig:
+    verbalizers: List[str] = arg(help="a language model checkpoint on a classification folder: one word (or words) "
+                                      "per label, in the order of the folder's dict.label.txt, classifies in context "
+                                      "(seqkit.generation.in_context); empty: off", factory=list)
+    shots: int = arg(8, "k: labelled training examples put in each example's prompt (0: zero-shot)", ge=0)
+    template: str = arg("{0} It was {label} .", "one example as the language model reads it: {0} (and {1} for "
+                                                "pairs) the text, {label} the verbalizer, last")
+    seed: int = arg(1, "seed of the demonstrations drawn for each example")
+
+
+@dataclass
 class GenerateTaskConfig:
     data: str = arg("data-bin", "folder written by seqkit-preprocess holding gen_subset (not read with input=-)")
 
@@ -94,6 +105,8 @@ class GenerateConfig:
     generation: GenerationConfig = arg(help="beam search / sampling settings", factory=GenerationConfig)
     task: GenerateTaskConfig = arg(help="where the binarized splits are; the rest of the task comes from the "
                                         "checkpoint", factory=GenerateTaskConfig)
+    icl: InContextConfig = arg(help="in-context classification with a language model checkpoint (icl.verbalizers)",
+                               factory=InContextConfig)
     path: str = arg("", "checkpoint to load (model, dictionaries and tokenizer all come from it)")
     gen_subset: str = arg("test", "binarized split of task.data to translate (ignored with input=-)")
     input: str = arg("", "'-' reads raw text lines from stdin instead of a binarized split")

@@ -83,6 +83,8 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 @MODELS.register("elmo", ELMoConfig)
 class ELMo(LanguageModel):
+    bidirectional = True  # each direction reads one way, the features both: no left-to-right scoring
+
     def __init__(self, cfg: ELMoConfig, dictionary: Dictionary):
         super().__init__()
         self.cfg = cfg

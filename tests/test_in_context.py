@@ -1,0 +1,126 @@
+"""In-context classification with a causal language model (seqkit.generation.in_context): the
+prompt it builds, the scores it reads, and seqkit-generate -> seqkit-score on a task a small LM
+learned to continue."""
+
+import random
+import re
+
+import pytest
+import torch
+from transfer_fixtures import run
+
+from seqkit.errors import SeqkitError
+from seqkit.generation.config import InContextConfig
+from seqkit.generation.in_context import InContextClassifier, template_parts
+from seqkit.generation.load import load_for_inference
+from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.registry import TASKS
+from seqkit.tokenizers.space import SpaceConfig
+
+WORDS = [f"v{i}" for i in range(1, 10)]
+
+
+def review(rng, positive):
+    words = [rng.choice(WORDS) for _ in range(rng.randint(2, 5))]
+    if positive:
+        words.insert(rng.randint(0, len(words)), "v0")
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def lm_and_task(tmp_path_factory):
+    """A GPT trained on lines '<review> It was good|bad .' (good exactly when v0 occurs), and a
+    classification folder of such reviews in its vocabulary."""
+    root = tmp_path_factory.mktemp("icl")
+    rng = random.Random(0)
+    lines = []
+    for _ in range(1500):
+        positive = rng.random() < 0.5
+        lines.append(f"{review(rng, positive)} It was {'good' if positive else 'bad'} .")
+    (root / "lm.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    preprocess(PreprocessConfig(task="language_modeling", trainpref=str(root / "lm.txt"), validpref=str(root / "lm.txt"),
+                                destdir=str(root / "lm"), tokenizer=SpaceConfig()))
+    run(["task=language_modeling", f"task.data={root / 'lm'}", "model=gpt_tiny", "task.tokens_per_sample=64",
+         "criterion=cross_entropy", "optimizer.lr=3e-3", "optimization.max_update=150", "dataset.max_tokens=2048",
+         "model.dropout=0", f"checkpoint.save_dir={root / 'ck'}"])
+    for split, n in (("train", 40), ("dev", 60)):
+        rows = []
+        for _ in range(n):
+            positive = rng.random() < 0.5
+            rows.append(f"{review(rng, positive)}\t{'pos' if positive else 'neg'}")
+        (root / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    preprocess(PreprocessConfig(task="classification", trainpref=str(root / "train.tsv"), validpref=str(root / "dev.tsv"),
+                                destdir=str(root / "cls"), tokenizer=SpaceConfig(), vocab_from=str(root / "ck" / "checkpoint_last.pt")))
+    return root / "ck" / "checkpoint_last.pt", root / "cls"
+
+
+def classifier(ck, data, **settings):
+    _, lm = load_for_inference(str(ck))
+    task = TASKS.build(TASKS.make_config({"name": "classification", "data": str(data)}))
+    cfg = InContextConfig(verbalizers=["bad", "good"], **settings)  # labels neg, pos
+    return InContextClassifier(task, lm, torch.device("cpu"), cfg)
+
+
+def test_template_parts():
+    assert template_parts("{0} It was {label} .", 1) == ["{0}", "It was", "{label}", "."]
+    assert template_parts("{0} ? {1} : {label}", 2) == ["{0}", "?", "{1}", ":", "{label}"]
+    for bad, columns in (("{0} {label} {1}", 2), ("{label} {0}", 1), ("{0}", 1), ("{0} {label}", 2)):
+        with pytest.raises(SeqkitError, match="icl.template="):
+            template_parts(bad, columns)
+
+
+def test_the_prompt_is_demonstrations_then_the_query(lm_and_task):
+    ck, data = lm_and_task
+    c = classifier(ck, data, shots=2, seed=3)
+    d = c.task.src_dict
+    ids = lambda text: [d.index(w) for w in text.split()]  # noqa: E731
+    example = [d.bos()] + ids("v3 v0") + [d.eos()]
+    prompt = c.prompt(7, example)
+    again = classifier(ck, data, shots=2, seed=3).prompt(7, example)
+    assert prompt == again  # the same demonstrations for the same seed and example
+    lines = " ".join(d.symbols[t] for t in prompt).split("</s>")
+    assert lines[0] == "" and len(lines) == 4  # </s> demo </s> demo </s> query
+    for demo in lines[1:3]:
+        words = demo.split()
+        assert words[-4:-1] == ["It", "was", "good" if "v0" in words[:-4] else "bad"] and words[-1] == "."
+    assert lines[3].split() == ["v3", "v0", "It", "was"]
+    assert classifier(ck, data, shots=2, seed=4).prompt(7, example) != prompt
+
+
+def test_scores_are_the_language_models_log_probabilities(lm_and_task):
+    ck, data = lm_and_task
+    c = classifier(ck, data, shots=0)
+    prompt = c.prompt(0, [c.task.src_dict.bos(), c.task.src_dict.index("v4"), c.task.src_dict.eos()])
+    scores = c.label_scores([prompt])[0]
+    with torch.no_grad():
+        logp = torch.log_softmax(c.model(torch.tensor([prompt]), torch.tensor([len(prompt)]))[0, -1], -1)
+    expected = torch.stack([logp[v[0]] for v in c.verbalizers])
+    torch.testing.assert_close(scores, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shots", [0, 4])
+def test_generate_and_score_in_context(lm_and_task, run_cli, shots):
+    from seqkit.cli.generate import main as generate
+    from seqkit.cli.score import main as score
+
+    ck, data = lm_and_task
+    r = run_cli(generate, [f"path={ck}", f"task.data={data}", "gen_subset=valid", f"icl.shots={shots}",
+                           "icl.verbalizers=[bad,good]", "common.threads=1"])
+    assert r.code == 0, r.err
+    assert len(re.findall(r"^L-\d+\t(pos|neg)\t", r.out, re.M)) == 60
+    out = data.parent / f"pred{shots}.txt"
+    out.write_text(r.out, encoding="utf-8")
+    s = run_cli(score, [f"hyp={out}"])
+    accuracy = float(re.search(r"^accuracy = ([\d.]+)", s.out, re.M).group(1))
+    assert accuracy >= 90, s.out  # the LM learned good after v0: a wrong reading of its scores is near 50
+
+
+def test_bad_settings_are_one_line(lm_and_task, run_cli, tmp_path):
+    from seqkit.cli.generate import main as generate
+
+    ck, data = lm_and_task
+    r = run_cli(generate, [f"path={ck}", f"task.data={data}", "gen_subset=valid", "icl.verbalizers=[bad]"])
+    assert r.code == 1 and "icl.verbalizers has 1 word(s) for the 2 labels" in r.err
+    r = run_cli(generate, [f"path={ck}", f"task.data={data}", "gen_subset=valid", "icl.verbalizers=[bad,good]",
+                           "icl.template='{label} {0}'"])
+    assert r.code == 1 and "icl.template=" in r.err and "Traceback" not in r.err
