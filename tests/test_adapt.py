@@ -291,3 +291,21 @@ def test_ulmfit_middle_stage_goes_on_with_the_language_model_over_the_task_text(
     with pytest.raises(SeqkitError, match="vocab_from= applies to task=classification, tagging and language_modeling"):
         preprocess(PreprocessConfig(source_lang="de", target_lang="en", trainpref=str(tmp_path / "x"),
                                     destdir=str(tmp_path / "t"), tokenizer=SpaceConfig(), vocab_from=str(ck)))
+
+
+@pytest.mark.parametrize("mode", ["prompt", "adapter", "lora", "bitfit"])
+def test_a_tagger_adapts_alike_and_keeps_one_label_per_position(bodies, mode):
+    from seqkit.data.dictionary import Dictionary
+    from seqkit.models.pretrained import PretrainedTaggerConfig
+    from seqkit.registry import MODELS
+
+    ck = bodies["bert"][0]
+    src = Dictionary.from_state_dict(checkpoints.load(str(ck))["task_state"]["dict"])
+    model = MODELS.build(PretrainedTaggerConfig(path=str(ck), adapt=mode), src, 5).eval()
+    tokens = torch.tensor([[1, 6, 7, 8, 2], [1, 9, 2, 0, 0]])
+    with torch.no_grad():
+        out = model(tokens, torch.tensor([5, 3]))
+        alone = model(tokens[1:, :3], torch.tensor([3]))
+    assert out.shape == (2, 5, 5)
+    torch.testing.assert_close(out[1, :3], alone[0], atol=1e-5, rtol=0)  # right padding changes nothing
+    assert model.checkpoint_keys() == {n for n, p in model.named_parameters() if p.requires_grad}
