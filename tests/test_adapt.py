@@ -309,3 +309,20 @@ def test_a_tagger_adapts_alike_and_keeps_one_label_per_position(bodies, mode):
     assert out.shape == (2, 5, 5)
     torch.testing.assert_close(out[1, :3], alone[0], atol=1e-5, rtol=0)  # right padding changes nothing
     assert model.checkpoint_keys() == {n for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_ulmfit_unfreezes_by_updates_when_asked(bodies, tmp_path):
+    trainer = trainer_for(finetune(bodies, "gpt", tmp_path, "model.adapt=ulmfit", "model.ulmfit.unfreeze_every=2",
+                                   "optimizer.lr=0.01"))
+    start = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    sample = batch_of(trainer)
+
+    def changed():
+        return {n for n, p in trainer.model.named_parameters() if not torch.equal(p, start[n])}
+
+    trainer.train_step([sample])
+    trainer.train_step([sample])
+    assert changed() and all(n.startswith("head.") for n in changed())  # updates 0 and 1: the head alone
+    trainer.train_step([sample])
+    assert any(n.startswith("body.layers.1.") for n in changed())  # update 2: the top group joins
+    assert all(n.startswith(("head.", "body.layers.1.", "body.final_norm.")) for n in changed())

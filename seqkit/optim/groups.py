@@ -3,9 +3,10 @@ parameter of fewer than 2 dimensions, as BERT's fine-tuning does), and a model's
 it has them (``model.param_groups()``: ULMFiT's layer groups, each with a learning-rate scale and
 the epoch it starts training in).
 
-A group is a torch param-group dict with two keys of ours, which the trainer reads every update:
-``lr_scale`` (the group's rate = the schedule's rate x lr_scale) and ``from_epoch`` (before it,
-the group's gradients are dropped: gradual unfreezing). They are saved with the optimizer's state.
+A group is a torch param-group dict with keys of ours, which the trainer reads every update:
+``lr_scale`` (the group's rate = the schedule's rate x lr_scale), ``from_epoch`` and
+``from_update`` (before them, the group's gradients are dropped: gradual unfreezing). They are
+saved with the optimizer's state.
 """
 
 from __future__ import annotations
@@ -26,5 +27,6 @@ def param_groups(model: nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
                                       ([p for p in trained if p.ndim < 2], 0.0, " (no decay)")):
             if params:
                 out.append({"params": params, "weight_decay": decay, "name": g["name"] + suffix,
-                            "lr_scale": float(g.get("lr_scale", 1.0)), "from_epoch": int(g.get("from_epoch", 1))})
+                            "lr_scale": float(g.get("lr_scale", 1.0)), "from_epoch": int(g.get("from_epoch", 1)),
+                            "from_update": int(g.get("from_update", 0))})
     return out

@@ -70,9 +70,11 @@ class Trainer:
                  cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
                  self.device, self.dist.world_size)
         log.info("%s", parameter_line(self.model))  # the same line for every model and adaptation mode
-        if any(g["lr_scale"] != 1.0 or g["from_epoch"] > 1 for g in self.optimizer.param_groups):
+        groups = self.optimizer.param_groups
+        if any(g["lr_scale"] != 1.0 or g["from_epoch"] > 1 or g["from_update"] > 0 for g in groups):
             log.info("parameter groups: %s", "; ".join(
-                f"{g['name']} lr x{g['lr_scale']:.3g} from epoch {g['from_epoch']}" for g in self.optimizer.param_groups))
+                f"{g['name']} lr x{g['lr_scale']:.3g} from " + (f"update {g['from_update']}" if g["from_update"]
+                                                                  else f"epoch {g['from_epoch']}") for g in groups))
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -194,7 +196,7 @@ class Trainer:
             keys = sorted(logs)
             logs = dict(zip(keys, all_reduce_sum([logs[k] for k in keys], self.dist)))
         for group in self.optimizer.param_groups:  # gradual unfreezing: groups not yet in training
-            if group.get("from_epoch", 1) > self.epoch:
+            if group.get("from_epoch", 1) > self.epoch or group.get("from_update", 0) > self.num_updates:
                 for p in group["params"]:
                     p.grad = None  # (computed, and under DDP reduced, then dropped: every rank alike)
         gnorm = self.precision.unscale_and_clip(self.optimizer, self.model.parameters(), self.cfg.optimization.clip_norm)

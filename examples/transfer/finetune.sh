@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One row of a transfer table: fine-tune a pretrained body on a task in one adaptation mode, score
+# the dev split, and write the row (score, trainable parameters, checkpoint size, wall time).
+#   bash examples/transfer/finetune.sh WORK_DIR TASK BODY MODE [key=value ...]
+# TASK: sst2 (dev accuracy), rte (dev accuracy), conll (testb entity F1; needs CONLL2003_DIR or
+# ../shared/data/conll2003). BODY: a folder of WORK_DIR made by pretrain.sh. MODE: a model.adapt
+# mode (full frozen adapter lora bitfit prompt ulmfit) or scratch (the body's architecture from
+# random weights, trained in full). ulmfit first trains the body's own objective on the task's
+# training text (ULMFiT's middle stage, LM_UPDATES updates, default 500). key=value settings go
+# to the fine-tuning seqkit-train. Leaves WORK_DIR/runs/TASK/BODY-MODE/ with train.log, score.txt
+# and row.json; checkpoints in .../checkpoints.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+usage="usage: finetune.sh WORK_DIR TASK BODY MODE [key=value ...]"
+work="${1:?$usage}"; task="${2:?$usage}"; body="${3:?$usage}"; mode="${4:?$usage}"
+shift 4
+ck="$work/$body/checkpoints/checkpoint_best.pt"
+[[ -f "$ck" ]] || { echo "finetune.sh: error: $ck not found: run pretrain.sh $work $body first" >&2; exit 1; }
+run="$work/runs/$task/$body-$mode"
+mkdir -p "$run"
+start=$(date +%s)
+
+# the task in the body's pieces (once per body)
+data="$work/$body/$task-bin"
+case "$task" in
+  sst2) prepare="$here/../classification/sst2/prepare.sh"; epochs=3; metric=accuracy; model=pretrained_classifier ;;
+  rte) prepare="$here/../classification/rte/prepare.sh"; epochs=10; metric=accuracy; model=pretrained_classifier ;;
+  conll) prepare="$here/../tagging/conll2003/prepare.sh"; epochs=5; metric=f1; model=pretrained_tagger ;;
+  *) echo "finetune.sh: error: unknown task '$task' (sst2 rte conll)" >&2; exit 2 ;;
+esac
+[[ -f "$data/preprocess.json" ]] || bash "$prepare" "$data" vocab_from="$ck"
+
+# ULMFiT's middle stage: the body's own objective over the task's training text, from its weights
+# (no validation: the text is the task's training split)
+if [[ $mode == ulmfit ]]; then
+  lm_ck="$work/$body/$task-lm/checkpoints/checkpoint_last.pt"
+  if [[ ! -f "$lm_ck" ]]; then
+    mkdir -p "$work/$body/$task-lm"
+    python - "$data/train.text.txt" "$work/$body/$task-lm/text.txt" <<'PY'
+import sys
+# a sentence pair's two sides and a tagged sentence's words become lines of running text
+with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2], "w", encoding="utf-8") as out:
+    for line in f:
+        for side in line.rstrip("\n").split("\t"):
+            out.write(side + "\n")
+PY
+    seqkit-preprocess task=language_modeling trainpref="$work/$body/$task-lm/text.txt" \
+      destdir="$work/$body/$task-lm/data-bin" overwrite=true vocab_from="$ck" tokenizer=space
+    # shellcheck disable=SC2046
+    seqkit-train $(python "$here/from_checkpoint.py" "$ck") task.data="$work/$body/$task-lm/data-bin" \
+      checkpoint.restore_file="$ck" checkpoint.save_dir="$work/$body/$task-lm/checkpoints" \
+      optimization.max_update="${LM_UPDATES:-500}" optimization.stop_time_hours=0 lr_scheduler=fixed \
+      dataset.valid_subset="''" \
+      lr_scheduler.warmup_updates=100 checkpoint.no_epoch_checkpoints=true common.threads=2 2>&1 |
+      tee "$work/$body/$task-lm.train.log"
+  fi
+  ck="$lm_ck"
+fi
+
+# updates: epochs x batches of 32 examples; the rate per mode (parameter-efficient modes train few
+# numbers and take larger steps; Lester et al. tune prompts at much larger rates still)
+n=$(python -c "import json; print(json.load(open('$data/preprocess.json'))['splits']['train'])")
+updates=$(( epochs * (n + 31) / 32 ))
+adapt=$mode; scratch=false
+[[ $mode == scratch ]] && { adapt=full; scratch=true; }
+declare -A LR=([full]=1e-4 [scratch]=5e-4 [ulmfit]=1e-3 [frozen]=1e-3 [adapter]=1e-3 [lora]=1e-3 [bitfit]=1e-3 [prompt]=3e-2)
+schedule=(lr_scheduler=polynomial_decay lr_scheduler.warmup_updates=$(( updates / 16 )) lr_scheduler.total_num_update=$updates)
+# ULMFiT unfreezes a group every 1/12 of the updates (one an epoch would not reach the lower
+# groups in a few epochs of a large task)
+[[ $mode == ulmfit ]] && schedule=(lr_scheduler=slanted_triangular model.ulmfit.unfreeze_every=$(( updates / 12 )))
+seqkit-train task="$( [[ $task == conll ]] && echo tagging || echo classification )" task.data="$data" \
+  model="$model" model.path="$ck" model.adapt="$adapt" model.scratch="$scratch" criterion=cross_entropy \
+  optimizer=adamw optimizer.lr="${LR[$mode]}" "${schedule[@]}" optimization.max_update="$updates" \
+  dataset.max_tokens=4096 dataset.max_sentences=32 checkpoint.save_dir="$run/checkpoints" \
+  checkpoint.best_checkpoint_metric="$metric" checkpoint.maximize_best_checkpoint_metric=true \
+  checkpoint.no_epoch_checkpoints=true common.log_interval=200 common.threads=2 "$@" 2>&1 | tee "$run/train.log"
+
+split=valid; [[ $task == conll ]] && split=test   # CoNLL: testb, the split papers report
+seqkit-generate path="$run/checkpoints/checkpoint_best.pt" task.data="$data" gen_subset=$split batch_size=64 \
+  > "$run/gen-$split.txt"
+seqkit-score hyp="$run/gen-$split.txt" | tee "$run/score.txt"
+python "$here/row.py" "$run" "$task" "$body" "$mode" "$(( $(date +%s) - start ))" | tee "$run/row.json"
