@@ -31,7 +31,7 @@ def _split_override(text: str) -> Tuple[str, str]:
     return key.lstrip("+~"), value
 
 
-def _yaml_value(value: Any) -> str:
+def yaml_value(value: Any) -> str:
     """A Python value as hydra override syntax."""
     if value is None:
         return "null"
@@ -40,7 +40,7 @@ def _yaml_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_yaml_value(v) for v in value) + "]"
+        return "[" + ",".join(yaml_value(v) for v in value) + "]"
     text = str(value).replace("\\", "\\\\").replace("'", "\\'")
     return f"'{text}'"
 
@@ -64,7 +64,7 @@ def overrides_from_file(path: str) -> List[str]:
             for k, v in node.items():
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
         else:
-            out.append(f"{prefix}={_yaml_value(node)}")
+            out.append(f"{prefix}={yaml_value(node)}")
 
     for key, value in data.items():
         if key in GROUPS and isinstance(value, dict) and "name" in value:

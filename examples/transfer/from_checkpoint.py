@@ -3,7 +3,7 @@ training it on other data: ULMFiT's middle stage). Usage: python from_checkpoint
 
 import sys
 
-from seqkit.cli.common import _yaml_value
+from seqkit.cli.common import yaml_value
 from seqkit.training import checkpoints
 
 cfg = checkpoints.load(sys.argv[1])["cfg"]
@@ -15,5 +15,5 @@ for group in ("task", "model", "criterion"):
         if group == "task" and key == "data":
             continue
         if not isinstance(value, dict):
-            out.append(f"{group}.{key}={_yaml_value(value)}")
+            out.append(f"{group}.{key}={yaml_value(value)}")
 print(" ".join(out))

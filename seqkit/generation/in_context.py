@@ -127,19 +127,18 @@ class InContextClassifier(Classifier):
     @torch.inference_mode()
     def label_scores(self, prompts: Sequence[List[int]]) -> torch.Tensor:
         """``(N, K)``: each label's verbalizer log-probability after each prompt."""
-        rows = [p + v for p in prompts for v in self.verbalizers]  # N x K sequences
-        T = max(len(r) for r in rows)
-        tokens = torch.full((len(rows), T), self.pad, dtype=torch.long)
-        for i, r in enumerate(rows):
-            tokens[i, : len(r)] = torch.tensor(r)
-        lengths = torch.tensor([len(r) for r in rows])
+        pairs = [(p, v) for p in prompts for v in self.verbalizers]  # N x K sequences: prompt + verbalizer
+        T = max(len(p) + len(v) for p, v in pairs)
+        tokens = torch.full((len(pairs), T), self.pad, dtype=torch.long)
+        for i, (p, v) in enumerate(pairs):
+            tokens[i, : len(p) + len(v)] = torch.tensor(p + v)
+        lengths = torch.tensor([len(p) + len(v) for p, v in pairs])
         with self._autocast():
-            logits = self.model(tokens.to(self.device), lengths)  # (N * K, T, V): position t predicts t + 1
-        logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-        scores = torch.empty(len(rows))
-        for i, (p, v) in enumerate(zip([p for p in prompts for _ in self.verbalizers], self.verbalizers * len(prompts))):
+            logits = self.model(tokens.to(self.device), lengths).float().cpu()  # (N * K, T, V): t predicts t + 1
+        scores = torch.empty(len(pairs))
+        for i, (p, v) in enumerate(pairs):  # the log-softmax at the verbalizer's positions only
             at = torch.arange(len(p) - 1, len(p) - 1 + len(v))
-            scores[i] = logp[i, at, torch.tensor(v)].sum()
+            scores[i] = torch.log_softmax(logits[i, at], dim=-1)[torch.arange(len(v)), torch.tensor(v)].sum()
         return scores.view(len(prompts), len(self.verbalizers))
 
     def predict_ids(self, examples: Sequence[List[int]], word_starts: Optional[Sequence[Sequence[int]]] = None,
