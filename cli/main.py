@@ -20,9 +20,12 @@ SUBCOMMANDS = {
     "score": "score hypotheses against references with sacreBLEU (BLEU, chrF, TER)",
     "eval-lm": "perplexity of a language model on a binarized split (per token and per word)",
     "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
-    "export": "write a Transformer checkpoint as a CTranslate2 model (needs seqkit[ct2])",
+    "export": "write a checkpoint for CTranslate2 or HuggingFace, or stand-alone (see seqkit export --help)",
+    "import": "turn a HuggingFace model folder into a seqkit checkpoint (needs seqkit[hf])",
     "plot": "attention heatmap of a translation, training curves of runs (needs seqkit[plot])",
 }
+
+MODULES = {"import": "import_hf"}  # subcommands whose module name differs (``import`` is a keyword)
 
 
 def usage() -> str:
@@ -52,7 +55,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if first not in SUBCOMMANDS:
         what = "option" if first.startswith("-") else "subcommand"
         _fail(f"unknown {what} {first!r}; valid subcommands: {', '.join(SUBCOMMANDS)} (see seqkit --help)", 2)
-    module_name = f"seqkit.cli.{first.replace('-', '_')}"
+    module_name = f"seqkit.cli.{MODULES.get(first, first.replace('-', '_'))}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

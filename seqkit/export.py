@@ -39,10 +39,11 @@ QUANTIZATIONS = {"fp32": "float32", "int8": "int8", "int8_float32": "int8_float3
 
 @dataclass
 class ExportConfig:
-    format: str = arg("ctranslate2", "what to write: ctranslate2 (a CTranslate2 model folder) or checkpoint (a "
+    format: str = arg("ctranslate2", "what to write: ctranslate2 (a CTranslate2 model folder), huggingface (a "
+                                     "HuggingFace model folder that from_pretrained loads, seqkit[hf]) or checkpoint (a "
                                      "stand-alone seqkit checkpoint of a fine-tuned pretrained model: LoRA updates "
                                      "merged into the weights, a parameter-efficient run's base included)",
-                      choices=("ctranslate2", "checkpoint"))
+                      choices=("ctranslate2", "huggingface", "checkpoint"))
     path: str = arg("", "the checkpoint to export (ctranslate2: a Transformer translation model; checkpoint: a "
                         "model=pretrained_classifier / pretrained_tagger run)")
     output: str = arg("", "folder (ctranslate2) or file (checkpoint) to write, replaced only when the export succeeds")
@@ -126,7 +127,8 @@ def transformer_spec(model: Any, src_symbols: list, tgt_symbols: list, specials:
     if type(model).__name__ != "TransformerModel":
         raise SeqkitError(f"CTranslate2 export takes the Transformer encoder-decoder, not {type(model).__name__} "
                           "(seqkit-generate's own engine serves every model)")
-    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[cfg.activation]
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "gelu_tanh": common_spec.Activation.GELUTanh}[cfg.activation]
     spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.attention_heads,
                                           pre_norm=cfg.normalize_before, activation=activation)
     enc, dec = spec.encoder, spec.decoder
@@ -245,6 +247,10 @@ def run(cfg: ExportConfig) -> str:
         raise SeqkitError(f"checkpoint {cfg.path} not found")
     if cfg.format == "checkpoint":
         return export_checkpoint(cfg.path, cfg.output, cfg.overwrite)
+    if cfg.format == "huggingface":
+        from seqkit.hf.convert import export_folder
+
+        return export_folder(cfg.path, cfg.output, cfg.overwrite)
     return export_ctranslate2(cfg.path, cfg.output, cfg.quantization, cfg.overwrite)
 
 

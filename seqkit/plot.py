@@ -22,6 +22,7 @@ DPI = 100
 CURVES_FIGSIZE = (12.0, 8.0)  # inches: 1200 x 800 pixels at DPI
 CELL = 0.4  # inches per attention cell, shrunk where a side would pass MAX_INCHES
 MAX_INCHES = 24.0
+SCORES = {"bleu": "BLEU", "accuracy": "accuracy", "f1": "F1"}  # log key -> axis name, first found drawn
 
 
 @dataclass
@@ -183,15 +184,19 @@ def _series(records: List[Dict[str, float]], x: str, y: str) -> Tuple[List[float
 
 def write_curves(output: str, runs: Sequence[Dict[str, List[Dict[str, float]]]],
                  labels: Sequence[str]) -> Tuple[int, int]:
-    """One PNG, a 2x2 grid: train/valid loss, valid perplexity and (valid BLEU or learning rate)
-    against updates, valid loss against wall time; one colour per run. Returns (width, height) px."""
+    """One PNG, a 2x2 grid: train/valid loss, valid perplexity and (valid BLEU, accuracy or F1, or
+    the learning rate) against updates, valid loss against wall time; one colour per run. Returns
+    (width, height) px."""
     fig = _figure(CURVES_FIGSIZE)
     (loss_ax, ppl_ax), (wall_ax, extra_ax) = fig.subplots(2, 2)
     colours = [f"C{i % 10}" for i in range(len(runs))]
     longest = max((r.get("wall", 0.0) for run in runs for r in run["valid"]), default=0.0)
     unit, scale = ("h", 3600.0) if longest > 3 * 3600 else ("min", 60.0) if longest > 600 else ("s", 1.0)
-    with_bleu = any("bleu" in r for run in runs for r in run["valid"])
-    extra_tag, extra_key = ("valid", "bleu") if with_bleu else ("train", "lr")
+    # the fourth panel: the validation score the runs log (translation BLEU, classification accuracy,
+    # tagging F1), else the learning rate
+    score = next((k for k in SCORES if any(k in r for run in runs for r in run["valid"])), None)
+    with_score = score is not None
+    extra_tag, extra_key = ("valid", score) if with_score else ("train", "lr")
 
     for run, label, c in zip(runs, labels, colours):
         xs, ys = _series(run["train"], "update", "loss")
@@ -203,13 +208,14 @@ def write_curves(output: str, runs: Sequence[Dict[str, List[Dict[str, float]]]],
         xs, ys = _series(run["valid"], "wall", "loss")
         wall_ax.plot([x / scale for x in xs], ys, color=c, marker="o", markersize=3, label=label)
         xs, ys = _series(run[extra_tag], "update", extra_key)
-        extra_ax.plot(xs, ys, color=c, marker="o" if with_bleu else None, markersize=3, label=label)
+        extra_ax.plot(xs, ys, color=c, marker="o" if with_score else None, markersize=3, label=label)
 
     panels = [
         (loss_ax, "loss (solid: train, dashed: valid)", "updates", "loss (base 2)"),
         (ppl_ax, "valid perplexity", "updates", "perplexity"),
         (wall_ax, "valid loss against time", f"wall time ({unit})", "loss (base 2)"),
-        (extra_ax, "valid BLEU" if with_bleu else "learning rate", "updates", "BLEU" if with_bleu else "lr"),
+        (extra_ax, f"valid {SCORES[score]}" if with_score else "learning rate", "updates",
+         SCORES[score] if with_score else "lr"),
     ]
     for ax, title, xlabel, ylabel in panels:
         ax.set_title(title, fontsize="medium")

@@ -150,6 +150,17 @@ def test_prompt_vectors_start_as_vocabulary_embeddings(bodies, tmp_path):
         assert (table - v).abs().amax(dim=1).min() == 0
 
 
+def test_prompt_vectors_take_their_own_rate_and_the_head_the_run_s(bodies, tmp_path):
+    trainer = trainer_for(finetune(bodies, "gpt", tmp_path, "model.adapt=prompt", "model.prompt.lr_scale=30",
+                                   "optimizer.lr=0.001", "lr_scheduler=fixed", "optimization.max_update=1"))
+    trainer.run()
+    rates = {g["name"]: g["lr"] for g in trainer.optimizer.param_groups}
+    assert rates == {"prompt": pytest.approx(0.03), "rest": pytest.approx(0.001),
+                     "rest (no decay)": pytest.approx(0.001)}
+    prompt = next(g for g in trainer.optimizer.param_groups if g["name"] == "prompt")
+    assert prompt["params"] == [trainer.model.prompt.vectors]
+
+
 def test_ulmfit_rates_and_gradual_unfreezing(bodies, tmp_path):
     save = tmp_path / "ft"
     args = finetune(bodies, "gpt", save, "model.adapt=ulmfit", "lr_scheduler=slanted_triangular", "optimizer.lr=0.01",

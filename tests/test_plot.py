@@ -59,6 +59,25 @@ def test_curves_two_runs(run_cli, tmp_path):
     assert "wrote" in r.err and "2 run(s)" in r.err
 
 
+@pytest.mark.parametrize("key, title", [("bleu", "valid BLEU"), ("accuracy", "valid accuracy"), ("f1", "valid F1"),
+                                        (None, "learning rate")])
+def test_fourth_panel_is_the_logged_score(tmp_path, monkeypatch, key, title):
+    pytest.importorskip("matplotlib")
+    from seqkit import plot as plot_module
+
+    run = plot_module.read_log(str(write_log(tmp_path / "train_log.jsonl", 0)))
+    if key:
+        for i, r in enumerate(run["valid"]):
+            r[key] = 50.0 + i
+    seen = {}
+    monkeypatch.setattr(plot_module, "_save", lambda fig, output: seen.update(fig=fig))
+    plot_module.write_curves(str(tmp_path / "c.png"), [run], ["a"])
+    extra = seen["fig"].axes[3]
+    assert extra.get_title() == title
+    line = extra.get_lines()[0]
+    assert list(line.get_ydata()) == ([50.0, 51.0, 52.0] if key else [1e-3, 2e-3, 3e-3])
+
+
 def test_curves_labels_and_umbrella(run_cli, tmp_path):
     from seqkit.cli.main import main as seqkit
 

@@ -63,7 +63,7 @@ n=$(python -c "import json; print(json.load(open('$data/preprocess.json'))['spli
 updates=$(( epochs * (n + 31) / 32 ))
 adapt=$mode; scratch=false
 [[ $mode == scratch ]] && { adapt=full; scratch=true; }
-declare -A LR=([full]=1e-4 [scratch]=5e-4 [ulmfit]=1e-3 [frozen]=1e-3 [adapter]=1e-3 [lora]=1e-3 [bitfit]=1e-3 [prompt]=3e-2)
+declare -A LR=([full]=1e-4 [scratch]=5e-4 [ulmfit]=1e-3 [frozen]=1e-3 [adapter]=1e-3 [lora]=1e-3 [bitfit]=1e-3 [prompt]=1e-3)
 schedule=(lr_scheduler=polynomial_decay lr_scheduler.warmup_updates=$(( updates / 16 )) lr_scheduler.total_num_update=$updates)
 # ULMFiT unfreezes a group every 1/12 of the updates (one an epoch would not reach the lower
 # groups in a few epochs of a large task)

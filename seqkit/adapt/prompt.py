@@ -23,6 +23,9 @@ class PromptConfig:
     init: str = arg("vocab", "vocab: start from the input vectors of k tokens drawn from the 5,000 most frequent "
                              "(Lester et al.: random starts lag on small models); random: normal with the std of "
                              "those vectors", choices=("vocab", "random"))
+    lr_scale: float = arg(30.0, "the vectors' learning rate = the run's rate x lr_scale (Lester et al. tune prompts "
+                                "at rates near 0.3, far above what the head takes; the head keeps the run's rate)",
+                          gt=0)
 
 
 class SoftPrompt(nn.Module):

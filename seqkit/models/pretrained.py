@@ -227,9 +227,14 @@ class _Pretrained(EncoderClassifierModel):
         return {k for k in self.state_dict() if not k.startswith("body.") or k in trained}
 
     def param_groups(self) -> List[Dict[str, Any]]:
-        """Groups with their own learning-rate scale and first epoch (ULMFiT), else one group."""
+        """Groups with their own learning-rate scale and first epoch (ULMFiT), the prompt's vectors
+        at their own rate (prompt tuning), else one group."""
         if self.cfg.adapt == "ulmfit":
             return layer_groups(self, self.body, self.cfg.ulmfit)
+        if self.prompt is not None:
+            rest = [p for n, p in self.named_parameters() if not n.startswith("prompt.")]
+            return [{"name": "prompt", "params": list(self.prompt.parameters()), "lr_scale": self.cfg.prompt.lr_scale},
+                    {"name": "rest", "params": rest}]
         return [{"name": "all", "params": list(self.parameters())}]
 
 

@@ -22,7 +22,7 @@ from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length
-from seqkit.models.modules.transformer_layers import DecoderLayer, EncoderLayer
+from seqkit.models.modules.transformer_layers import ACTIVATIONS, DecoderLayer, EncoderLayer
 from seqkit.registry import MODELS
 
 
@@ -37,7 +37,8 @@ class TransformerConfig:
     dropout: float = arg(0.1, "dropout on embeddings and residual branches", ge=0, lt=1)
     attention_dropout: float = arg(0.0, "dropout on attention weights", ge=0, lt=1)
     activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
-    activation: str = arg("relu", "feed-forward activation: relu or gelu", choices=("relu", "gelu"))
+    activation: str = arg("relu", "feed-forward activation: relu, gelu or gelu_tanh (tanh approximation, GPT-2's)",
+                          choices=tuple(ACTIVATIONS))
     normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block) instead of post-norm")
     learned_positions: bool = arg(False, "learned position embeddings instead of sinusoids")
     max_source_positions: int = arg(1024, "longest source (tokens, eos included)", gt=0)

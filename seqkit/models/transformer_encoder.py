@@ -32,7 +32,7 @@ from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
-from seqkit.models.modules.transformer_layers import EncoderLayer
+from seqkit.models.modules.transformer_layers import ACTIVATIONS, EncoderLayer
 from seqkit.registry import MODELS
 
 
@@ -48,7 +48,8 @@ class TransformerEncoderConfig:
     dropout: float = arg(0.1, "dropout on embeddings, residual branches and in the head", ge=0, lt=1)
     attention_dropout: float = arg(0.1, "dropout on attention weights", ge=0, lt=1)
     activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
-    activation: str = arg("gelu", "feed-forward activation: relu or gelu", choices=("relu", "gelu"))
+    activation: str = arg("gelu", "feed-forward activation: relu, gelu or gelu_tanh (tanh approximation, GPT-2's)",
+                          choices=tuple(ACTIVATIONS))
     normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block, one after the last) instead of post-norm")
     learned_positions: bool = arg(True, "learned position embeddings instead of sinusoids")
     max_positions: int = arg(512, "longest input (tokens, <s> and </s> included)", gt=0)

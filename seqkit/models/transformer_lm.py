@@ -29,7 +29,7 @@ from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
-from seqkit.models.modules.transformer_layers import EncoderLayer
+from seqkit.models.modules.transformer_layers import ACTIVATIONS, EncoderLayer
 from seqkit.registry import MODELS
 
 
@@ -43,7 +43,8 @@ class TransformerLMConfig:
     dropout: float = arg(0.1, "dropout on embeddings and residual branches", ge=0, lt=1)
     attention_dropout: float = arg(0.1, "dropout on attention weights", ge=0, lt=1)
     activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
-    activation: str = arg("gelu", "feed-forward activation: relu or gelu", choices=("relu", "gelu"))
+    activation: str = arg("gelu", "feed-forward activation: relu, gelu or gelu_tanh (tanh approximation, GPT-2's)",
+                          choices=tuple(ACTIVATIONS))
     normalize_before: bool = arg(True, "pre-norm (LayerNorm before each block, one after the last), as GPT-2")
     learned_positions: bool = arg(True, "learned position embeddings instead of sinusoids")
     max_positions: int = arg(1024, "longest input in tokens (training blocks, prompt plus generated tokens)", gt=0)
@@ -55,6 +56,9 @@ class TransformerLMConfig:
                                          gt=1)
     adaptive_input: bool = arg(False, "embed tokens in the adaptive softmax's bands with its weights (Baevski & Auli, "
                                       "2019): needs adaptive_softmax_cutoff and share_input_output_embed=false")
+    output_bias: bool = arg(False, "a fixed (not trained) bias on the output logits: -inf at the symbols an imported "
+                                   "model's vocabulary lacks (seqkit's specials it never predicts)")
+    layer_norm_eps: float = arg(1e-5, "epsilon added to the variance in every LayerNorm", gt=0)
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -111,11 +115,13 @@ class TransformerLM(LanguageModel):
         self.positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
         self.layers = nn.ModuleList(
             EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
-                         cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
+                         cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl,
+                         cfg.layer_norm_eps)
             for _ in range(cfg.layers))
-        self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
+        self.final_norm = layer_norm(C, cfg.layer_norm_impl, cfg.layer_norm_eps) if cfg.normalize_before else nn.Identity()
         self.head = head if head is not None else LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
-                                                         cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor)
+                                                         cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor,
+                                                         cfg.output_bias)
 
     @classmethod
     def build(cls, cfg: TransformerLMConfig, dictionary: Dictionary) -> "TransformerLM":

@@ -1,4 +1,5 @@
-"""Subword tokenizers: sentencepiece (bpe, unigram), wordpiece, and plain whitespace splitting.
+"""Subword tokenizers: sentencepiece (bpe, unigram), wordpiece, plain whitespace splitting, and a
+HuggingFace tokenizer.json used as it is (imported models).
 
 Every tokenizer follows :class:`seqkit.tokenizers.base.Tokenizer`: ``train`` on text files,
 ``encode`` a line to pieces, ``decode`` pieces to a line, and a plain ``state_dict`` that
@@ -11,7 +12,7 @@ from typing import Any, Dict
 
 from seqkit.errors import SeqkitError
 from seqkit.registry import TOKENIZERS
-from seqkit.tokenizers import sentencepiece, space, wordpiece  # noqa: F401  (registers them)
+from seqkit.tokenizers import huggingface, sentencepiece, space, wordpiece  # noqa: F401  (registers them)
 from seqkit.tokenizers.base import Tokenizer
 
 

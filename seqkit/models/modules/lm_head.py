@@ -34,12 +34,20 @@ class LMHead(nn.Module):
     target)`` ``(N, C)``, ``(N,)`` -> ``(N,)`` without the full ``(N, V)`` when adaptive.
 
     ``tied``: the input embedding whose weight is also the output matrix (it stays the
-    embedding's parameter: the head only reads it, so it is saved and converted once)."""
+    embedding's parameter: the head only reads it, so it is saved and converted once).
+    ``output_bias``: a fixed bias buffer ``bias`` ``(V,)`` on the logits (zeros until a converter
+    fills it)."""
 
     def __init__(self, dim: int, vocab_size: int, tied: Optional[nn.Embedding] = None,
-                 cutoff: Optional[List[int]] = None, factor: float = 4.0):
+                 cutoff: Optional[List[int]] = None, factor: float = 4.0, output_bias: bool = False):
         super().__init__()
         cut = parse_cutoff(cutoff, vocab_size)
+        if cut and output_bias:
+            raise SeqkitError("model.output_bias needs a full softmax: set model.adaptive_softmax_cutoff=[]")
+        # a fixed bias ``(V,)`` added to the logits, saved and never trained: BART's final_logits_bias,
+        # and -inf at the symbols an imported model's vocabulary lacks (seqkit's specials it never predicts)
+        self.bias: Optional[torch.Tensor]
+        self.register_buffer("bias", torch.zeros(vocab_size) if output_bias else None)
         self._tied = (tied,) if tied is not None else ()  # a tuple: not registered as a submodule
         self.adaptive = None
         self.weight = None
@@ -55,7 +63,8 @@ class LMHead(nn.Module):
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         if self.adaptive is not None:
             return self.adaptive.log_prob(x.reshape(-1, x.size(-1))).view(*x.shape[:-1], -1)
-        return F.linear(x, self._tied[0].weight if self._tied else self.weight)
+        logits = F.linear(x, self._tied[0].weight if self._tied else self.weight)
+        return logits if self.bias is None else logits + self.bias.to(logits.dtype)
 
     def target_log_probs(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if self.adaptive is None:

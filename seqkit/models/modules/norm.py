@@ -30,8 +30,9 @@ def _announce(which: str) -> None:
     log.info("LayerNorm: %s", which)
 
 
-def layer_norm(dim: int, impl: str = "auto") -> nn.Module:
-    """A LayerNorm over the last ``dim`` features, by ``impl`` (auto: apex when importable)."""
+def layer_norm(dim: int, impl: str = "auto", eps: float = 1e-5) -> nn.Module:
+    """A LayerNorm over the last ``dim`` features, by ``impl`` (auto: apex when importable), with
+    ``eps`` added to the variance (torch's default 1e-5; BERT's 1e-12)."""
     if impl not in IMPLS:
         raise SeqkitError(f"unknown layer_norm_impl {impl!r}; valid: {', '.join(IMPLS)}")
     fused = apex_fused_layer_norm() if impl in ("auto", "apex") else None
@@ -39,6 +40,6 @@ def layer_norm(dim: int, impl: str = "auto") -> nn.Module:
         raise SeqkitError("layer_norm_impl=apex but NVIDIA apex is not importable; use auto or torch")
     if fused is not None:
         _announce("NVIDIA apex FusedLayerNorm")
-        return fused(dim)
+        return fused(dim, eps=eps)
     _announce("torch")
-    return nn.LayerNorm(dim)
+    return nn.LayerNorm(dim, eps=eps)

@@ -5,6 +5,7 @@ Shapes: B batch, T target length, S source length, C model dim.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Tuple
 
 import torch
@@ -16,6 +17,9 @@ from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
 
 KV = Tuple[torch.Tensor, torch.Tensor]
+# feed-forward activations by config name; gelu_tanh is GPT-2's and BERT-TF's tanh approximation
+# (HuggingFace's gelu_new / gelu_pytorch_tanh)
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": functools.partial(F.gelu, approximate="tanh")}
 
 
 class FeedForward(nn.Module):
@@ -25,7 +29,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(embed_dim, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, embed_dim)
-        self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]
+        self.activation = ACTIVATIONS[activation]
         self.activation_dropout = activation_dropout
         for lin in (self.fc1, self.fc2):
             nn.init.xavier_uniform_(lin.weight)
@@ -39,9 +43,10 @@ class FeedForward(nn.Module):
 class _Residual(nn.Module):
     """``x + dropout(f(norm(x)))`` (pre-norm) or ``norm(x + dropout(f(x)))`` (post-norm)."""
 
-    def __init__(self, embed_dim: int, dropout: float, normalize_before: bool, norm_impl: str = "auto"):
+    def __init__(self, embed_dim: int, dropout: float, normalize_before: bool, norm_impl: str = "auto",
+                 norm_eps: float = 1e-5):
         super().__init__()
-        self.norm = layer_norm(embed_dim, norm_impl)
+        self.norm = layer_norm(embed_dim, norm_impl, norm_eps)
         self.dropout, self.normalize_before = dropout, normalize_before
 
     def pre(self, x: torch.Tensor) -> torch.Tensor:
@@ -54,12 +59,13 @@ class _Residual(nn.Module):
 
 class EncoderLayer(nn.Module):
     def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto"):
+                 activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto",
+                 norm_eps: float = 1e-5):
         super().__init__()
         self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
         self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
-        self.attn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
-        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
+        self.attn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding)."""
@@ -78,14 +84,15 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayer(nn.Module):
     def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto"):
+                 activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto",
+                 norm_eps: float = 1e-5):
         super().__init__()
         self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
         self.cross_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=False)
         self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
-        self.self_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
-        self.cross_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
-        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl)
+        self.self_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
+        self.cross_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
 
     def forward(
         self,

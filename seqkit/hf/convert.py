@@ -1,0 +1,184 @@
+"""HuggingFace model folders in and out: ``seqkit-import`` (:func:`import_folder`) and
+``seqkit-export format=huggingface`` (:func:`export_folder`).
+
+Import reads ``config.json``, the weights and the tokenizer, picks the family by the config's
+architecture, and writes an ordinary seqkit checkpoint: the family's model config and weights, the
+task (its dictionary over the HF vocabulary, :mod:`seqkit.hf.vocab`, and the tokenizer as it is,
+:mod:`seqkit.tokenizers.huggingface`), and an ``hf`` entry (architecture, the original config, the
+vocabulary map, the tokenizer's side files) that export reads to write the same folder back.
+Everything seqkit does with a checkpoint it then does with this one.
+
+Families (one module each, the key map beside the config map): :mod:`seqkit.hf.gpt2`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from seqkit.dataclass_utils import to_plain
+from seqkit.errors import SeqkitError
+from seqkit.hf import gpt2
+from seqkit.hf.folder import read_config, read_weights, require, write_folder
+from seqkit.hf.vocab import VocabMap
+
+log = logging.getLogger("seqkit.hf")
+
+# HF architecture -> (family module, seqkit task)
+IMPORTS = {arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES}
+# seqkit model name -> family module
+EXPORTS = {"transformer_lm": gpt2}
+NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
+                  "elmo": "ELMo"}
+# tokenizer side files kept at import and written back at export
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+
+
+def read_tokenizer(folder: str) -> Tuple[Any, Dict[str, str]]:
+    """The folder's tokenizer as seqkit's ``huggingface`` tokenizer (``tokenizer.json``; else the
+    slow files — ``vocab.json`` + ``merges.txt``, ``vocab.txt``, ``spiece.model`` — converted by
+    ``transformers``), and its side files."""
+    from seqkit.tokenizers.huggingface import HFTokenizer, HFTokenizerConfig
+
+    tok = HFTokenizer(HFTokenizerConfig())
+    path = os.path.join(folder, "tokenizer.json")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            tok.load_json(f.read(), path)
+    else:
+        slow = [f for f in ("vocab.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model") if os.path.isfile(os.path.join(folder, f))]
+        if not slow:
+            raise SeqkitError(f"{folder} has no tokenizer files (tokenizer.json, vocab.json + merges.txt, vocab.txt "
+                              "or spiece.model)")
+        if slow[0] == "vocab.json" and not os.path.isfile(os.path.join(folder, "merges.txt")):
+            raise SeqkitError(f"{folder} has vocab.json but no merges.txt: a byte-level BPE tokenizer needs both")
+        transformers = require("transformers")
+        try:
+            fast = transformers.AutoTokenizer.from_pretrained(folder, use_fast=True)
+        except Exception as e:  # whatever the tokenizer classes raise on bad files
+            raise SeqkitError(f"{folder}: transformers cannot read its tokenizer files ({str(e).splitlines()[0]})") from None
+        if not getattr(fast, "is_fast", False):
+            raise SeqkitError(f"{folder}: its tokenizer has no tokenizers-library form, which seqkit reads")
+        tok.load_json(fast.backend_tokenizer.to_str(), folder)
+    side = {}
+    for name in TOKENIZER_FILES:
+        if os.path.isfile(os.path.join(folder, name)):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                side[name] = f.read()
+    return tok, side
+
+
+def token_of(tok: Any, config: Dict[str, Any], key: str) -> Optional[str]:
+    """The token string of ``config[key]`` (an id), or None."""
+    i = config.get(key)
+    if isinstance(i, list):
+        i = i[0] if i else None
+    return tok.vocabulary()[i] if isinstance(i, int) and 0 <= i < len(tok.vocabulary()) else None
+
+
+def specials_of(arch: str, config: Dict[str, Any], tok: Any) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """(seqkit special -> HF token, HF token -> seqkit symbol) for an architecture."""
+    if arch in gpt2.ARCHITECTURES:  # one <|endoftext|> ends and starts documents: seqkit's </s>
+        eos = token_of(tok, config, "eos_token_id") or token_of(tok, config, "bos_token_id")
+        if eos is None:
+            raise SeqkitError("config.json names no eos_token_id in the tokenizer's vocabulary")
+        return {"</s>": eos}, {}
+    raise SeqkitError(f"no specials for {arch}")
+
+
+def import_folder(folder: str, output: str, overwrite: bool = False) -> str:
+    """Write the HF model in ``folder`` as the seqkit checkpoint ``output``."""
+    import seqkit
+    from seqkit.registry import MODELS, TASKS
+    from seqkit.training import checkpoints
+
+    seqkit.import_builtin_components()
+    if os.path.exists(output) and not overwrite:
+        raise SeqkitError(f"{output} exists (pass overwrite=true to replace it)")
+    config = read_config(folder)
+    arch = (config.get("architectures") or [""])[0]
+    if arch not in IMPORTS:
+        raise SeqkitError(f"{folder}: architecture {arch or '(none named)'!r} is not one seqkit imports "
+                          f"(it imports {', '.join(sorted(IMPORTS))})")
+    family, task_name = IMPORTS[arch]
+    tok, side = read_tokenizer(folder)
+    weights = read_weights(folder)
+    specials, rename = specials_of(arch, config, tok)
+    rows = int(config.get("vocab_size", 0))
+    vocab = VocabMap.from_hf(tok.vocabulary(), rows, specials, rename)
+    model_cfg, model_state = family.to_seqkit(config, weights, vocab)
+    model_cfg = to_plain(MODELS.make_config(model_cfg))
+    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": ""}))
+    state = {"format": checkpoints.FORMAT_VERSION,
+             "cfg": {"common": {}, "task": task_cfg, "model": model_cfg},
+             "task_state": {"dict": vocab.dictionary.state_dict(), "tokenizer": tok.state_dict()},
+             "model": model_state, "optimizer": None, "scaler": None,
+             "train_state": {"epoch": 1, "num_updates": 0, "batch_offset": 0, "best": None, "bad_validations": 0},
+             "rng": None,
+             "hf": {"architecture": arch, "config": config, "vocab": vocab.state_dict(), "tokenizer_files": side,
+                    "source": os.path.abspath(folder)}}
+    _check_loads(state, output)
+    checkpoints.write([output], state)
+    log.info("imported %s (%s, %d tensors) into %s", folder, arch, len(model_state), output)
+    return output
+
+
+def _check_loads(state: Dict[str, Any], output: str) -> None:
+    """Build the model the checkpoint describes and load its weights strictly (a mismatch is one line)."""
+    from seqkit.registry import MODELS, TASKS
+
+    task = TASKS.build(TASKS.make_config(state["cfg"]["task"]), state["task_state"])
+    model = task.build_model(MODELS.make_config(state["cfg"]["model"]))
+    try:
+        model.load_state_dict(state["model"], strict=True)
+    except RuntimeError as e:
+        raise SeqkitError(f"{output}: the converted weights do not fit seqkit's model ({str(e).splitlines()[0]})") from None
+
+
+def export_folder(path: str, output: str, overwrite: bool = False) -> str:
+    """Write the seqkit checkpoint ``path`` as an HF model folder ``output``."""
+    from seqkit.generation.load import load_for_inference
+    from seqkit.training import checkpoints
+
+    state = checkpoints.load(path)
+    name = state["cfg"]["model"].get("name")
+    if name in NO_COUNTERPART:
+        raise SeqkitError(f"{path} holds {NO_COUNTERPART[name]}, which has no HuggingFace counterpart to export to")
+    if name not in EXPORTS:
+        raise SeqkitError(f"{path} holds a {name} model; HuggingFace export takes {', '.join(sorted(EXPORTS))}")
+    family = EXPORTS[name]
+    task, model = load_for_inference(path, state=state)
+    hf = state.get("hf") or {}
+    dictionary = task.src_dict
+    vocab = VocabMap.from_state_dict(dictionary, hf["vocab"]) if hf else VocabMap.identity(dictionary)
+    config, weights = family.to_hf(to_plain(model.cfg), model.state_dict(), vocab)
+    ids = {k: vocab.hf_id(s) for k, s in (("bos_token_id", "</s>"), ("eos_token_id", "</s>"), ("pad_token_id", "<pad>"))}
+    ids = {k: i for k, i in ids.items() if i >= 0}
+    config.update(ids)
+    if hf.get("architecture") == config["architectures"][0]:  # an imported model: its other fields as they were
+        config = {**hf["config"], **config}
+    config["dtype"] = "float32"
+    files: Dict[str, Any] = {}
+    tok = task.tokenizer() if hasattr(task, "tokenizer") else None
+    if tok is not None and getattr(tok, "json", ""):
+        files["tokenizer.json"] = tok.json
+        files.update(hf.get("tokenizer_files", {}))
+    else:
+        log.warning("%s: the tokenizer (%s) is not written: only HuggingFace tokenizers are exported so far", path,
+                    type(tok).__name__ if tok is not None else "none")
+    write_folder(output, config, _shared_once(weights), files, overwrite, generation_config={**ids})
+    log.info("exported %s to %s (%s)", path, output, config["architectures"][0])
+    return output
+
+
+def _shared_once(weights: Dict[str, Any]) -> Dict[str, Any]:
+    """Tied weights stored once (safetensors refuses two names over one storage; HF re-ties on load)."""
+    seen: Dict[int, str] = {}
+    out = {}
+    for k, v in weights.items():
+        if id(v) in seen:
+            continue
+        seen[id(v)] = k
+        out[k] = v
+    return out

@@ -1,0 +1,85 @@
+"""Tiny HuggingFace models and tokenizers built with ``transformers`` and ``tokenizers`` themselves
+(no download), for the import/export parity tests; and English lines for tokenization parity."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+from typing import List
+
+import torch
+
+EOS = "<|endoftext|>"
+
+
+def toy_english(n: int = 400, seed: int = 1) -> List[str]:
+    """English sides of the toy corpus (seqkit's own, no data folder needed)."""
+    from seqkit.data.toy_corpus import sentence_pair
+
+    rng = random.Random(seed)
+    return [sentence_pair(rng)[1] for _ in range(n)]
+
+
+def shared_lines(n: int = 300) -> List[str]:
+    """Up to ``n`` lines each of Multi30k's English validation split and WikiText-2's validation text
+    from ``$SEQKIT_DATA`` or ``../shared/data`` (empty when neither is there)."""
+    root = os.environ.get("SEQKIT_DATA") or os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+    out: List[str] = []
+    m30k = os.path.join(root, "multi30k", "val.en.gz")
+    if os.path.isfile(m30k):
+        with gzip.open(m30k, "rt", encoding="utf-8") as f:
+            out += [line.strip() for _, line in zip(range(n), f)]
+    wt2 = os.path.join(root, "wikitext2")
+    for name in sorted(os.listdir(wt2)) if os.path.isdir(wt2) else []:
+        if "valid" in name:
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(os.path.join(wt2, name), "rt", encoding="utf-8") as f:
+                lines = [line.strip() for line in f if line.strip() and not line.startswith(" =")]
+            out += lines[:n]
+            break
+    return out
+
+
+def byte_level_bpe(lines: List[str], vocab_size: int = 400):
+    """A GPT-2-style byte-level BPE (``tokenizers``) trained on ``lines``, ``<|endoftext|>`` first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def make_gpt2(folder: str, lines: List[str], eos_bonus: float = 0.45, tie: bool = True, slow_files: bool = False,
+              **config) -> str:
+    """A 2-layer GPT2LMHeadModel with random weights and its tokenizer, saved in ``folder``.
+
+    ``eos_bonus``: added to the end token's logit through the final LayerNorm's bias, so that a
+    random model ends some sentences (beam searches then finish before their length limit, where
+    seqkit's and HF's rules for unfinished hypotheses differ). ``slow_files``: vocab.json +
+    merges.txt instead of tokenizer.json."""
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, PreTrainedTokenizerFast
+
+    tok = byte_level_bpe(lines)
+    eos = tok.token_to_id(EOS)
+    torch.manual_seed(0)
+    settings = dict(n_layer=2, n_embd=32, n_head=4, n_positions=128, vocab_size=tok.get_vocab_size(),
+                    bos_token_id=eos, eos_token_id=eos, tie_word_embeddings=tie)
+    settings.update(config)
+    model = GPT2LMHeadModel(GPT2Config(**settings)).eval()
+    with torch.no_grad():
+        w = model.transformer.wte.weight[eos]
+        model.transformer.ln_f.bias.copy_(w * eos_bonus / w.dot(w))
+    model.save_pretrained(folder)
+    if slow_files:  # what older GPT-2 folders hold: vocab.json + merges.txt, read by GPT2Tokenizer
+        tok.model.save(folder)
+        fast = GPT2TokenizerFast(vocab_file=os.path.join(folder, "vocab.json"),
+                                 merges_file=os.path.join(folder, "merges.txt"), bos_token=EOS, eos_token=EOS, unk_token=EOS)
+        fast.save_pretrained(folder)
+        os.remove(os.path.join(folder, "tokenizer.json"))
+    else:
+        PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOS, eos_token=EOS, unk_token=EOS).save_pretrained(folder)
+    return folder
