@@ -83,3 +83,52 @@ def make_gpt2(folder: str, lines: List[str], eos_bonus: float = 0.45, tie: bool 
     else:
         PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOS, eos_token=EOS, unk_token=EOS).save_pretrained(folder)
     return folder
+
+
+def wordpiece(lines: List[str], vocab_size: int = 300):
+    """A BERT WordPiece tokenizer (lower-casing normalizer, punctuation pre-split, [CLS] a [SEP])."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    tok = BertWordPieceTokenizer(lowercase=True)
+    tok.train_from_iterator(lines, vocab_size=vocab_size, show_progress=False,
+                            special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    return tok
+
+
+def make_bert(folder: str, lines: List[str], arch: str = "BertForMaskedLM", **config) -> str:
+    """A 2-layer BERT (``arch``: BertForMaskedLM, BertForPreTraining, BertModel) or RoBERTa
+    (RobertaForMaskedLM: byte-level BPE with <s> <pad> </s> <unk> first, <mask> last) with random
+    weights and its tokenizer, saved in ``folder``."""
+    import transformers
+    from transformers import BertTokenizerFast, RobertaTokenizerFast
+
+    roberta = arch.startswith("Roberta")
+    if roberta:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+        tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                           show_progress=False))
+        tok.add_special_tokens(["<mask>"])
+        fast = RobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                    cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+        settings = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, max_position_embeddings=66, type_vocab_size=1,
+                        layer_norm_eps=1e-5)
+        Config = transformers.RobertaConfig
+    else:
+        tok = wordpiece(lines)
+        fast = BertTokenizerFast(tokenizer_object=tok._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
+                                 pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
+        settings = dict(max_position_embeddings=64)
+        Config = transformers.BertConfig
+    settings.update(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                    vocab_size=fast.backend_tokenizer.get_vocab_size(), **config)
+    torch.manual_seed(0)
+    model = getattr(transformers, arch)(Config(**settings)).eval()
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

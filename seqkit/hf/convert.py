@@ -8,27 +8,30 @@ task (its dictionary over the HF vocabulary, :mod:`seqkit.hf.vocab`, and the tok
 vocabulary map, the tokenizer's side files) that export reads to write the same folder back.
 Everything seqkit does with a checkpoint it then does with this one.
 
-Families (one module each, the key map beside the config map): :mod:`seqkit.hf.gpt2`.
+Families (one module each, the key map beside the config map): :mod:`seqkit.hf.gpt2`,
+:mod:`seqkit.hf.bert` (BERT, RoBERTa).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any, Dict, Optional, Tuple
 
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
-from seqkit.hf import gpt2
+from seqkit.hf import bert, gpt2
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
 
 log = logging.getLogger("seqkit.hf")
 
 # HF architecture -> (family module, seqkit task)
-IMPORTS = {arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES}
+IMPORTS = {**{arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES},
+           **{arch: (bert, "masked_lm") for arch in bert.ARCHITECTURES}}
 # seqkit model name -> family module
-EXPORTS = {"transformer_lm": gpt2}
+EXPORTS = {"transformer_lm": gpt2, "bert": bert}
 NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
                   "elmo": "ELMo"}
 # tokenizer side files kept at import and written back at export
@@ -77,14 +80,35 @@ def token_of(tok: Any, config: Dict[str, Any], key: str) -> Optional[str]:
     return tok.vocabulary()[i] if isinstance(i, int) and 0 <= i < len(tok.vocabulary()) else None
 
 
-def specials_of(arch: str, config: Dict[str, Any], tok: Any) -> Tuple[Dict[str, str], Dict[str, str]]:
+def _named(side: Dict[str, str], key: str, default: str) -> str:
+    """A special token's string from tokenizer_config.json / special_tokens_map.json (a string or
+    ``{"content": ...}``), else ``default``."""
+    for name in TOKENIZER_FILES:
+        try:
+            value = json.loads(side[name]).get(key) if name in side else None
+        except json.JSONDecodeError:
+            raise SeqkitError(f"{name}: not a JSON file") from None
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            return value
+    return default
+
+
+def specials_of(arch: str, config: Dict[str, Any], tok: Any,
+                side: Dict[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
     """(seqkit special -> HF token, HF token -> seqkit symbol) for an architecture."""
     if arch in gpt2.ARCHITECTURES:  # one <|endoftext|> ends and starts documents: seqkit's </s>
         eos = token_of(tok, config, "eos_token_id") or token_of(tok, config, "bos_token_id")
         if eos is None:
             raise SeqkitError("config.json names no eos_token_id in the tokenizer's vocabulary")
         return {"</s>": eos}, {}
-    raise SeqkitError(f"no specials for {arch}")
+    # encoders: [CLS] a [SEP] b [SEP] is seqkit's <s> a </s> b </s>
+    roberta = arch in bert.ROBERTA
+    names = {"<pad>": ("pad_token", "<pad>" if roberta else "[PAD]"), "<s>": ("cls_token", "<s>" if roberta else "[CLS]"),
+             "</s>": ("sep_token", "</s>" if roberta else "[SEP]"), "<unk>": ("unk_token", "<unk>" if roberta else "[UNK]")}
+    specials = {ours: _named(side, key, default) for ours, (key, default) in names.items()}
+    return specials, {_named(side, "mask_token", "<mask>" if roberta else "[MASK]"): "<mask>"}
 
 
 def import_folder(folder: str, output: str, overwrite: bool = False) -> str:
@@ -104,12 +128,12 @@ def import_folder(folder: str, output: str, overwrite: bool = False) -> str:
     family, task_name = IMPORTS[arch]
     tok, side = read_tokenizer(folder)
     weights = read_weights(folder)
-    specials, rename = specials_of(arch, config, tok)
+    specials, rename = specials_of(arch, config, tok, side)
     rows = int(config.get("vocab_size", 0))
-    vocab = VocabMap.from_hf(tok.vocabulary(), rows, specials, rename)
-    model_cfg, model_state = family.to_seqkit(config, weights, vocab)
+    vocab = VocabMap.from_hf(tok.vocabulary(), rows, specials, rename, last=("<mask>",))
+    model_cfg, model_state = family.to_seqkit(arch, config, weights, vocab)
     model_cfg = to_plain(MODELS.make_config(model_cfg))
-    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": ""}))
+    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **family.task_settings(model_cfg)}))
     state = {"format": checkpoints.FORMAT_VERSION,
              "cfg": {"common": {}, "task": task_cfg, "model": model_cfg},
              "task_state": {"dict": vocab.dictionary.state_dict(), "tokenizer": tok.state_dict()},
@@ -118,22 +142,33 @@ def import_folder(folder: str, output: str, overwrite: bool = False) -> str:
              "rng": None,
              "hf": {"architecture": arch, "config": config, "vocab": vocab.state_dict(), "tokenizer_files": side,
                     "source": os.path.abspath(folder)}}
-    _check_loads(state, output)
+    _check_loads(state, output, getattr(family, "OPTIONAL_HEADS", ()))
     checkpoints.write([output], state)
     log.info("imported %s (%s, %d tensors) into %s", folder, arch, len(model_state), output)
     return output
 
 
-def _check_loads(state: Dict[str, Any], output: str) -> None:
-    """Build the model the checkpoint describes and load its weights strictly (a mismatch is one line)."""
+def _check_loads(state: Dict[str, Any], output: str, optional: Tuple[str, ...] = ()) -> None:
+    """Build the model the checkpoint describes and load its weights (a mismatch is one line). A
+    head in ``optional`` the HF model lacks (a ``BertModel``'s masked-LM head) keeps its fresh
+    initialization, said in a warning."""
     from seqkit.registry import MODELS, TASKS
 
     task = TASKS.build(TASKS.make_config(state["cfg"]["task"]), state["task_state"])
     model = task.build_model(MODELS.make_config(state["cfg"]["model"]))
     try:
-        model.load_state_dict(state["model"], strict=True)
+        missing, unexpected = model.load_state_dict(state["model"], strict=False)
     except RuntimeError as e:
         raise SeqkitError(f"{output}: the converted weights do not fit seqkit's model ({str(e).splitlines()[0]})") from None
+    fresh = [k for k in missing if k.startswith(optional)]
+    if unexpected or len(fresh) < len(missing):
+        names = sorted(set(missing) - set(fresh)) + sorted(unexpected)
+        raise SeqkitError(f"{output}: the converted weights do not fit seqkit's model ({', '.join(names[:3])})")
+    if fresh:
+        log.warning("the HuggingFace model has no %s: seqkit's starts untrained (fine-tuning drops it)",
+                    ", ".join(sorted({k.split(".")[0] for k in fresh})))
+        own = model.state_dict()
+        state["model"].update({k: own[k] for k in fresh})
 
 
 def export_folder(path: str, output: str, overwrite: bool = False) -> str:
@@ -152,12 +187,13 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
     hf = state.get("hf") or {}
     dictionary = task.src_dict
     vocab = VocabMap.from_state_dict(dictionary, hf["vocab"]) if hf else VocabMap.identity(dictionary)
-    config, weights = family.to_hf(to_plain(model.cfg), model.state_dict(), vocab)
-    ids = {k: vocab.hf_id(s) for k, s in (("bos_token_id", "</s>"), ("eos_token_id", "</s>"), ("pad_token_id", "<pad>"))}
+    config, weights = family.to_hf(to_plain(model.cfg), model.state_dict(), vocab, hf.get("architecture", ""))
+    ids = {k: vocab.hf_id(s) for k, s in family.SPECIAL_IDS}
     ids = {k: i for k, i in ids.items() if i >= 0}
-    config.update(ids)
     if hf.get("architecture") == config["architectures"][0]:  # an imported model: its other fields as they were
-        config = {**hf["config"], **config}
+        config = {**ids, **hf["config"], **config}
+    else:
+        config.update(ids)
     config["dtype"] = "float32"
     files: Dict[str, Any] = {}
     tok = task.tokenizer() if hasattr(task, "tokenizer") else None

@@ -63,7 +63,8 @@ def model_config(config: Dict[str, Any], vocab: VocabMap) -> Dict[str, Any]:
             "layer_norm_eps": float(config.get("layer_norm_epsilon", 1e-5))}
 
 
-def to_seqkit(config: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+def to_seqkit(arch: str, config: Dict[str, Any], state: Dict[str, torch.Tensor],
+              vocab: VocabMap) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """``(model config, state dict)`` of seqkit's ``transformer_lm`` from an HF GPT-2."""
     cfg = model_config(config, vocab)
     state = {k: v for k, v in state.items() if not k.endswith(IGNORED)}
@@ -79,7 +80,8 @@ def to_seqkit(config: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: Voc
     return cfg, out
 
 
-def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
+          imported: str = "") -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """``(config.json, state dict)`` of an HF ``GPT2LMHeadModel`` from seqkit's ``transformer_lm``."""
     checks = {"normalize_before": True, "learned_positions": True, "scale_embedding": False,
               "adaptive_softmax_cutoff": [], "adaptive_input": False}
@@ -104,3 +106,10 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap) 
               "layer_norm_epsilon": cfg.get("layer_norm_eps", 1e-5), "tie_word_embeddings": tied,
               "scale_attn_weights": True, "use_cache": True}
     return config, out
+
+# config.json's special ids: seqkit's </s> starts and ends a GPT-2 document
+SPECIAL_IDS = (("bos_token_id", "</s>"), ("eos_token_id", "</s>"), ("pad_token_id", "<pad>"))
+
+
+def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    return {}

@@ -34,10 +34,12 @@ class VocabMap:
 
     @classmethod
     def from_hf(cls, tokens: Sequence[Optional[str]], hf_size: int, specials: Dict[str, str],
-                rename: Optional[Dict[str, str]] = None) -> "VocabMap":
+                rename: Optional[Dict[str, str]] = None, last: Sequence[str] = ()) -> "VocabMap":
         """``tokens``: the HF tokens by id (None: an id without a token); ``specials``: seqkit special
         -> the HF token playing it; ``rename``: HF token -> seqkit symbol (BERT's ``[MASK]`` ->
-        ``<mask>``). Ids past the tokens, up to ``hf_size``, become ``madeupwordNNNN`` symbols."""
+        ``<mask>``); ``last``: seqkit symbols put at the end (``<mask>``: seqkit's masking tasks keep
+        it after the symbols they draw random replacements from). Ids past the tokens, up to
+        ``hf_size``, become ``madeupwordNNNN`` symbols."""
         if len(tokens) > hf_size:
             raise SeqkitError(f"the tokenizer has {len(tokens)} tokens but the model's embedding only {hf_size} rows: "
                               "the vocabulary size disagrees with the embedding")
@@ -58,6 +60,8 @@ class VocabMap:
                 token, filler = f"madeupword{filler:04d}", filler + 1
             symbols.append(rename.get(token, token))
             ids.append(i)
+        order = sorted(range(len(symbols)), key=lambda j: symbols[j] in last)  # stable: the rest keep HF order
+        symbols, ids = [symbols[j] for j in order], [ids[j] for j in order]
         clash = sorted(set(symbols) & set(SPECIALS))
         if clash:
             raise SeqkitError(f"the vocabulary has {clash[0]!r} as an ordinary token: tell the importer which of "

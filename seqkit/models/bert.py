@@ -6,7 +6,7 @@ and cross-layer sharing ``share_layers`` are fields of it). Its parameters are `
 names the classification and tagging models use, so a pretrained encoder loads into them.
 
 Heads, on the encoder's output ``(B, S, C)``:
-- masked LM: the N masked positions ``(N, C)`` -> dense C->E + GELU + LayerNorm -> the token
+- masked LM: the N masked positions ``(N, C)`` -> dense C->E + the activation (GELU) + LayerNorm -> the token
   embedding's transpose (E x V, tied) + a bias -> ``(N, V)``; only masked positions are projected;
 - sentence (``sentence_head``, NSP or SOP): ``<s>``'s output -> dense + tanh -> linear 2;
 - span boundary (``span_boundary_head``, SpanBERT's SBO): the outputs just left and right of a
@@ -30,6 +30,7 @@ from torch import nn
 from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.models.modules.norm import layer_norm
+from seqkit.models.modules.transformer_layers import ACTIVATIONS
 from seqkit.models.transformer_encoder import (EncoderTransfer, PoolerHead, TransformerEncoder,
                                                TransformerEncoderConfig)
 from seqkit.registry import MODELS
@@ -155,17 +156,19 @@ class MaskedLMHead(nn.Module):
     baseline rather than at log V, and the first updates go to context, not to word frequencies,
     which Adam's steps of ~lr per update would take thousands of updates to put into a bias)."""
 
-    def __init__(self, dim: int, embed: nn.Embedding, norm_impl: str, bias_init: Optional[torch.Tensor] = None):
+    def __init__(self, dim: int, embed: nn.Embedding, norm_impl: str, bias_init: Optional[torch.Tensor] = None,
+                 activation: str = "gelu", norm_eps: float = 1e-5):
         super().__init__()
         E = embed.embedding_dim
         self.dense = nn.Linear(dim, E)
-        self.norm = layer_norm(E, norm_impl)
+        self.activation = ACTIVATIONS[activation]
+        self.norm = layer_norm(E, norm_impl, norm_eps)
         self._embed = (embed,)  # a tuple: the embedding stays the encoder's parameter
         V = embed.num_embeddings
         self.bias = nn.Parameter(torch.zeros(V) if bias_init is None else bias_init.detach().clone().reshape(V))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.norm(F.gelu(self.dense(x))), self._embed[0].weight, self.bias)
+        return F.linear(self.norm(self.activation(self.dense(x))), self._embed[0].weight, self.bias)
 
 
 class SpanBoundaryHead(nn.Module):
@@ -195,7 +198,8 @@ class BertModel(EncoderTransfer, nn.Module):
         self.cfg = cfg
         self.encoder = TransformerEncoder(cfg, dictionary)
         self.mlm_head = MaskedLMHead(cfg.embed_dim, self.encoder.embed_tokens, cfg.layer_norm_impl,
-                                     log_unigram(dictionary) if cfg.unigram_bias_init else None)
+                                     log_unigram(dictionary) if cfg.unigram_bias_init else None, cfg.activation,
+                                     cfg.layer_norm_eps)
         self.sentence_head = PoolerHead(cfg.embed_dim, 2, cfg.dropout) if cfg.sentence_head else None
         self.span_head = (SpanBoundaryHead(cfg.embed_dim, cfg.max_span_positions, cfg.layer_norm_impl)
                           if cfg.span_boundary_head else None)

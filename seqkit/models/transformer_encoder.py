@@ -61,6 +61,9 @@ class TransformerEncoderConfig:
     share_layers: bool = arg(False, "one layer's parameters for all encoder_layers (ALBERT's cross-layer sharing)")
     embed_init_std: float = arg(0.0, "std of the token, learned position and segment embeddings at init (0: each "
                                      "table's dim**-0.5); BERT's 0.02 starts a tied masked-LM head near its bias", ge=0)
+    position_offset: int = arg(0, "learned positions: table rows before the first position's (RoBERTa keeps 2, "
+                                  "its padding index + 1); the table holds max_positions + this", ge=0)
+    layer_norm_eps: float = arg(1e-5, "epsilon added to the variance in every LayerNorm (BERT's 1e-12)", gt=0)
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -114,19 +117,23 @@ class TransformerEncoder(nn.Module):
             self.embed_tokens.weight[self.pad].zero_()
         self.embed_proj = nn.Linear(E, C, bias=False) if E != C else None  # ALBERT: (V, E) + (E, C) << (V, C)
         self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(E)
-        self.embed_positions = (LearnedPositions if cfg.learned_positions else SinusoidalPositions)(cfg.max_positions, C)
+        if cfg.learned_positions:
+            self.embed_positions = LearnedPositions(cfg.max_positions, C, cfg.position_offset)
+        else:
+            self.embed_positions = SinusoidalPositions(cfg.max_positions, C)
         if cfg.learned_positions and cfg.embed_init_std:
             nn.init.normal_(self.embed_positions.weight, mean=0.0, std=cfg.embed_init_std)
         self.embed_segments = nn.Embedding(cfg.num_segments, C) if cfg.num_segments else None
         if self.embed_segments is not None:
             nn.init.normal_(self.embed_segments.weight, mean=0.0, std=cfg.embed_init_std or C**-0.5)
-        self.embed_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.embed_layer_norm else nn.Identity()
+        eps = cfg.layer_norm_eps
+        self.embed_norm = layer_norm(C, cfg.layer_norm_impl, eps) if cfg.embed_layer_norm else nn.Identity()
         self.layers = nn.ModuleList(
             EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
-                         cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
+                         cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl, eps)
             for _ in range(1 if cfg.share_layers else cfg.encoder_layers))
         # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
-        self.final_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
+        self.final_norm = layer_norm(C, cfg.layer_norm_impl, eps) if cfg.normalize_before else nn.Identity()
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """Token vectors before positions are added: ``(..., )`` ids -> ``(..., C)``."""
@@ -144,7 +151,7 @@ class TransformerEncoder(nn.Module):
             raise SeqkitError(f"input of {S} tokens exceeds model.max_positions={cfg.max_positions}")
         x = insert_prefix(self.embed(src_tokens), prefix) + self.embed_positions(S)  # (B, S, C)
         if self.embed_segments is not None:
-            if segments is None:
+            if segments is None or self.embed_segments.num_embeddings == 1:  # one type (RoBERTa): a pair reads as one
                 x = x + self.embed_segments.weight[0]
             else:
                 x = x + self.embed_segments(insert_prefix(segments, segments.new_zeros(segments.size(0), k)))

@@ -63,6 +63,8 @@ class MaskedLMTask:
         self._state = state
         self.dictionary = Dictionary.from_state_dict(state["dict"])
         real = len(self.dictionary)  # random replacements come from the folder's own symbols
+        if self.dictionary.symbols[-1] == MASK:  # an imported model's dictionary ends with it already
+            real -= 1
         self.mask_idx = self.dictionary.add(MASK, 0)
         self.specials = NoiseSpecials(mask=self.mask_idx, vocab_size=real)
         self.src_dict = self.dictionary

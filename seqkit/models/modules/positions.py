@@ -32,17 +32,21 @@ class SinusoidalPositions(nn.Module):
 
 
 class LearnedPositions(nn.Module):
-    """``forward(T, offset)`` -> ``(T, C)`` learned position vectors."""
+    """``forward(T, offset)`` -> ``(T, C)`` learned position vectors.
 
-    def __init__(self, num_positions: int, embed_dim: int):
+    ``first_row``: the table row of position 0 (RoBERTa's tables start at 2, after its padding
+    index); the table holds ``num_positions + first_row`` rows."""
+
+    def __init__(self, num_positions: int, embed_dim: int, first_row: int = 0):
         super().__init__()
-        self.num_positions = num_positions
-        self.weight = nn.Parameter(torch.empty(num_positions, embed_dim))
+        self.num_positions, self.first_row = num_positions, first_row
+        self.weight = nn.Parameter(torch.empty(num_positions + first_row, embed_dim))
         nn.init.normal_(self.weight, mean=0.0, std=embed_dim**-0.5)
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
-        return self.weight[offset : offset + length]
+        start = self.first_row + offset
+        return self.weight[start : start + length]
 
     def at(self, positions: torch.Tensor) -> torch.Tensor:
         """Vectors of any positions ``(...)`` -> ``(..., C)``."""
-        return self.weight[positions]
+        return self.weight[positions + self.first_row]
