@@ -16,6 +16,8 @@ PROG = "seqkit-import"
 class ImportConfig:
     path: str = arg("", "the HuggingFace model folder (config.json, model.safetensors or pytorch_model.bin, tokenizer files)")
     output: str = arg("", "the seqkit checkpoint to write (written only when the import succeeds)")
+    generator: str = arg("", "ELECTRA: the generator's folder (ElectraForMaskedLM) beside the discriminator's path; "
+                             "without it seqkit's generator starts untrained")
     overwrite: bool = arg(False, "replace an existing output file")
 
 
@@ -31,7 +33,7 @@ def import_hf(argv: Optional[List[str]] = None) -> None:
         raise SeqkitError("path=FOLDER is required (a HuggingFace model folder)")
     if not cfg.output:
         raise SeqkitError("output=FILE is required (the seqkit checkpoint to write)")
-    import_folder(cfg.path, cfg.output, cfg.overwrite)
+    import_folder(cfg.path, cfg.output, cfg.overwrite, cfg.generator)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

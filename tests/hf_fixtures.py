@@ -96,7 +96,8 @@ def wordpiece(lines: List[str], vocab_size: int = 300):
 
 
 def make_bert(folder: str, lines: List[str], arch: str = "BertForMaskedLM", **config) -> str:
-    """A 2-layer BERT (``arch``: BertForMaskedLM, BertForPreTraining, BertModel) or RoBERTa
+    """A 2-layer BERT (``arch``: BertForMaskedLM, BertForPreTraining, BertModel), ALBERT
+    (AlbertForMaskedLM, AlbertForPreTraining) or RoBERTa
     (RobertaForMaskedLM: byte-level BPE with <s> <pad> </s> <unk> first, <mask> last) with random
     weights and its tokenizer, saved in ``folder``."""
     import transformers
@@ -119,16 +120,42 @@ def make_bert(folder: str, lines: List[str], arch: str = "BertForMaskedLM", **co
         settings = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, max_position_embeddings=66, type_vocab_size=1,
                         layer_norm_eps=1e-5)
         Config = transformers.RobertaConfig
-    else:
+    else:  # ALBERT too reads WordPiece here: the tokenizer is not what its test is about
         tok = wordpiece(lines)
         fast = BertTokenizerFast(tokenizer_object=tok._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
                                  pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
         settings = dict(max_position_embeddings=64)
         Config = transformers.BertConfig
+        if arch.startswith("Albert"):  # factorized embeddings E 16 < C 32, one shared layer
+            settings.update(embedding_size=16, pad_token_id=0, bos_token_id=2, eos_token_id=3)
+            Config = transformers.AlbertConfig
     settings.update(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64,
                     vocab_size=fast.backend_tokenizer.get_vocab_size(), **config)
     torch.manual_seed(0)
     model = getattr(transformers, arch)(Config(**settings)).eval()
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
+    return folder
+
+
+def make_electra(folder: str, generator: str, lines: List[str]) -> str:
+    """A 2-layer ELECTRA discriminator (E 16, C 32) and a 1-layer generator (Cg 16) sharing its word
+    embeddings, as ELECTRA trains them, saved in ``folder`` and ``generator``."""
+    import transformers
+    from transformers import BertTokenizerFast
+
+    tok = wordpiece(lines)
+    fast = BertTokenizerFast(tokenizer_object=tok._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
+                             pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
+    common = dict(vocab_size=fast.backend_tokenizer.get_vocab_size(), embedding_size=16, max_position_embeddings=64)
+    torch.manual_seed(0)
+    disc = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64, **common)).eval()
+    gen = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+        num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, **common)).eval()
+    with torch.no_grad():
+        gen.electra.embeddings.word_embeddings.weight.copy_(disc.electra.embeddings.word_embeddings.weight)
+    for model, where in ((disc, folder), (gen, generator)):
+        model.save_pretrained(where)
+        fast.save_pretrained(where)
     return folder

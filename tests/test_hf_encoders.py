@@ -12,7 +12,8 @@ pytest.importorskip("safetensors")
 
 from hf_fixtures import make_bert, shared_lines, toy_english  # noqa: E402
 
-ARCHES = ["BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM", "BertModel"]
+ARCHES = ["BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM", "BertModel", "AlbertForMaskedLM",
+          "AlbertForPreTraining"]
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,8 @@ def test_imported_encoder_gives_hf_outputs(imported, arch):
         assert (ours["mlm"][0] - logits[0][:, ids]).abs().max() < 1e-5
         if arch == "BertForPreTraining":
             assert (ours["sentence"] - theirs.seq_relationship_logits).abs().max() < 1e-5
+        if arch == "AlbertForPreTraining":
+            assert (ours["sentence"] - theirs.sop_logits).abs().max() < 1e-5
 
 
 def test_wordpiece_tokenization_as_autotokenizer(imported):
@@ -91,7 +94,7 @@ def test_wordpiece_tokenization_as_autotokenizer(imported):
         assert ids[src][0].tolist() == theirs(line)["input_ids"], line
 
 
-@pytest.mark.parametrize("arch", ["BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM"])
+@pytest.mark.parametrize("arch", ["BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM", "AlbertForPreTraining"])
 def test_import_export_round_trip_is_bit_exact(imported, arch, tmp_path):
     import json
 
@@ -160,3 +163,98 @@ def test_imported_encoder_fine_tunes_as_a_classifier(imported, tmp_path, arch, m
                    f"model.adapt={mode}", "criterion=cross_entropy", "optimization.max_update=2",
                    f"checkpoint.save_dir={tmp_path / 'ck'}"])
     assert trainer.num_updates == 2
+
+
+@pytest.fixture(scope="module")
+def electra_pair(tmp_path_factory):
+    from hf_fixtures import make_electra
+
+    from seqkit.hf.convert import import_folder
+
+    root = tmp_path_factory.mktemp("electra")
+    folder = make_electra(str(root / "disc"), str(root / "gen"), toy_english())
+    return folder, str(root / "gen"), import_folder(folder, str(root / "electra.pt"), generator=str(root / "gen"))
+
+
+def test_imported_electra_discriminates_and_generates_as_hf(electra_pair):
+    import transformers
+
+    from seqkit.generation.load import load_for_inference
+
+    folder, gen_folder, path = electra_pair
+    disc = transformers.ElectraForPreTraining.from_pretrained(folder).eval()
+    gen = transformers.ElectraForMaskedLM.from_pretrained(gen_folder).eval()
+    task, model = load_for_inference(path)
+    model.eval()
+    ids = hf_ids(path)
+    src, seg = encode_pair(task, "a dog runs in the park", "the cat sleeps")
+    with torch.no_grad():
+        assert (model.discriminate(src, seg) - disc(input_ids=ids[src], token_type_ids=seg).logits).abs().max() < 1e-5
+        everywhere = torch.ones_like(src, dtype=torch.bool)
+        ours = model(src, torch.tensor([src.size(1)]), segments=seg, masked_tokens=everywhere)["mlm"]  # (S, V)
+        theirs = gen(input_ids=ids[src], token_type_ids=seg).logits[0]  # (S, W)
+    assert (ours - theirs[:, ids]).abs().max() < 1e-5
+
+
+def test_electra_round_trip_is_bit_exact(electra_pair, tmp_path):
+    from safetensors.torch import load_file
+
+    from seqkit.hf.convert import export_folder
+
+    folder, gen_folder, path = electra_pair
+    export_folder(path, str(tmp_path / "out"))
+    for original, written in ((folder, tmp_path / "out"), (gen_folder, tmp_path / "out" / "generator")):
+        before, after = load_file(os.path.join(original, "model.safetensors")), load_file(str(written / "model.safetensors"))
+        assert set(before) == set(after)
+        for k in before:
+            assert torch.equal(before[k], after[k]), k
+
+
+def test_electra_generator_with_other_embeddings_is_refused(tmp_path, run_cli):
+    from hf_fixtures import make_electra
+    from safetensors.torch import load_file, save_file
+    from test_bad_input import assert_one_line_error
+
+    from seqkit.cli.import_hf import main as import_cli
+
+    folder = make_electra(str(tmp_path / "disc"), str(tmp_path / "gen"), toy_english(100))
+    weights = load_file(str(tmp_path / "gen" / "model.safetensors"))
+    weights["electra.embeddings.word_embeddings.weight"] = weights["electra.embeddings.word_embeddings.weight"] + 1
+    save_file(weights, str(tmp_path / "gen" / "model.safetensors"), metadata={"format": "pt"})
+    r = run_cli(import_cli, [f"path={folder}", f"generator={tmp_path / 'gen'}", f"output={tmp_path / 'e.pt'}"])
+    assert_one_line_error(r, "seqkit-import", "word embeddings differ", log_lines_allowed=True)
+    assert not (tmp_path / "e.pt").exists()
+
+
+@pytest.mark.parametrize("objective", ["electra", "albert"])
+def test_pretrained_seqkit_electra_and_albert_export(tmp_path, objective):
+    """seqkit's ELECTRA and ALBERT with HF's embedding projection (``project_embeddings=sum``) export
+    with the same outputs; with seqkit's token projection, export is refused in one line."""
+    import transformers
+    from transfer_fixtures import make_text, pretrain
+
+    from seqkit.errors import SeqkitError
+    from seqkit.generation.load import load_for_inference
+    from seqkit.hf.convert import export_folder
+
+    text = make_text(tmp_path)
+    extra = ["model.embedding_dim=16"]
+    pretrain(text, objective, tmp_path / "tokens", extra=extra)
+    with pytest.raises(SeqkitError, match="project_embeddings=tokens"):
+        export_folder(str(tmp_path / "tokens" / "checkpoint_last.pt"), str(tmp_path / "no"))
+    assert not (tmp_path / "no").exists()
+    pretrain(text, objective, tmp_path / "sum", extra=[*extra, "model.project_embeddings=sum"])
+    path = str(tmp_path / "sum" / "checkpoint_last.pt")
+    export_folder(path, str(tmp_path / "hf"))
+    task, model = load_for_inference(path)
+    model.eval()
+    src, seg = encode_pair(task, "v1 v2 v3 .", "v4 v0 .")
+    with torch.no_grad():
+        if objective == "electra":
+            hf = transformers.ElectraForPreTraining.from_pretrained(str(tmp_path / "hf")).eval()
+            assert (model.discriminate(src, seg) - hf(input_ids=src, token_type_ids=seg).logits).abs().max() < 1e-5
+        else:
+            hf = transformers.AlbertForPreTraining.from_pretrained(str(tmp_path / "hf")).eval()
+            ours, theirs = model(src, torch.tensor([src.size(1)]), segments=seg), hf(input_ids=src, token_type_ids=seg)
+            assert (ours["mlm"] - theirs.prediction_logits).abs().max() < 1e-5
+            assert (ours["sentence"] - theirs.sop_logits).abs().max() < 1e-5

@@ -76,7 +76,8 @@ def binarize(text, dest, vocab_from):
     return dest
 
 
-def pretrain(text, objective, save, updates=3):
-    """A few updates of ``objective`` on the text's language-modeling folder; returns the trainer's result."""
+def pretrain(text, objective, save, updates=3, extra=()):
+    """A few updates of ``objective`` (and ``extra`` overrides) on the text's language-modeling
+    folder; returns the trainer's result."""
     return trainer_for([*OBJECTIVES[objective], f"task.data={text / 'lm'}", "task.tokens_per_sample=24",
-                        f"optimization.max_update={updates}", f"checkpoint.save_dir={save}"]).run()
+                        f"optimization.max_update={updates}", f"checkpoint.save_dir={save}", *extra]).run()

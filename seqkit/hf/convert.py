@@ -9,7 +9,7 @@ vocabulary map, the tokenizer's side files) that export reads to write the same 
 Everything seqkit does with a checkpoint it then does with this one.
 
 Families (one module each, the key map beside the config map): :mod:`seqkit.hf.gpt2`,
-:mod:`seqkit.hf.bert` (BERT, RoBERTa).
+:mod:`seqkit.hf.bert` (BERT, RoBERTa, ALBERT), :mod:`seqkit.hf.electra`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
-from seqkit.hf import bert, gpt2
+from seqkit.hf import bert, electra, gpt2
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
 
@@ -29,9 +29,10 @@ log = logging.getLogger("seqkit.hf")
 
 # HF architecture -> (family module, seqkit task)
 IMPORTS = {**{arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES},
-           **{arch: (bert, "masked_lm") for arch in bert.ARCHITECTURES}}
+           **{arch: (bert, "masked_lm") for arch in bert.ARCHITECTURES},
+           **{arch: (electra, "masked_lm") for arch in electra.ARCHITECTURES}}
 # seqkit model name -> family module
-EXPORTS = {"transformer_lm": gpt2, "bert": bert}
+EXPORTS = {"transformer_lm": gpt2, "bert": bert, "electra": electra}
 NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
                   "elmo": "ELMo"}
 # tokenizer side files kept at import and written back at export
@@ -111,8 +112,9 @@ def specials_of(arch: str, config: Dict[str, Any], tok: Any,
     return specials, {_named(side, "mask_token", "<mask>" if roberta else "[MASK]"): "<mask>"}
 
 
-def import_folder(folder: str, output: str, overwrite: bool = False) -> str:
-    """Write the HF model in ``folder`` as the seqkit checkpoint ``output``."""
+def import_folder(folder: str, output: str, overwrite: bool = False, generator: str = "") -> str:
+    """Write the HF model in ``folder`` as the seqkit checkpoint ``output`` (``generator``: an
+    ELECTRA discriminator's generator folder)."""
     import seqkit
     from seqkit.registry import MODELS, TASKS
     from seqkit.training import checkpoints
@@ -131,7 +133,16 @@ def import_folder(folder: str, output: str, overwrite: bool = False) -> str:
     specials, rename = specials_of(arch, config, tok, side)
     rows = int(config.get("vocab_size", 0))
     vocab = VocabMap.from_hf(tok.vocabulary(), rows, specials, rename, last=("<mask>",))
-    model_cfg, model_state = family.to_seqkit(arch, config, weights, vocab)
+    if generator and family is not electra:
+        raise SeqkitError(f"generator= goes with an ELECTRA discriminator, not {arch}")
+    extra = {}
+    if generator:
+        gen_config = read_config(generator)
+        if (gen_config.get("architectures") or [""])[0] != electra.GENERATOR:
+            raise SeqkitError(f"{generator}: not an {electra.GENERATOR} folder (config.json names "
+                              f"{(gen_config.get('architectures') or ['none'])[0]})")
+        extra["generator"] = (gen_config, read_weights(generator))
+    model_cfg, model_state = family.to_seqkit(arch, config, weights, vocab, **extra)
     model_cfg = to_plain(MODELS.make_config(model_cfg))
     task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **family.task_settings(model_cfg)}))
     state = {"format": checkpoints.FORMAT_VERSION,
@@ -203,7 +214,13 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
     else:
         log.warning("%s: the tokenizer (%s) is not written: only HuggingFace tokenizers are exported so far", path,
                     type(tok).__name__ if tok is not None else "none")
-    write_folder(output, config, _shared_once(weights), files, overwrite, generation_config={**ids})
+    subfolders = {}
+    if family is electra:  # the generator beside the discriminator, in generator/
+        gen_config, gen_weights = electra.generator_to_hf(to_plain(model.cfg), model.state_dict(), vocab)
+        subfolders["generator"] = ({**gen_config, **ids}, _shared_once(gen_weights))
+    write_folder(output, config, _shared_once(weights), files, overwrite,
+                 generation_config={**ids} if family is gpt2 else None,
+                 subfolders=subfolders)
     log.info("exported %s to %s (%s)", path, output, config["architectures"][0])
     return output
 

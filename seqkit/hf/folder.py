@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
@@ -84,22 +84,32 @@ def read_weights(folder: str) -> Dict[str, torch.Tensor]:
 
 
 def write_folder(output: str, config: Dict[str, Any], state: Dict[str, torch.Tensor], files: Dict[str, Any],
-                 overwrite: bool = False, generation_config: Optional[Dict[str, Any]] = None) -> None:
+                 overwrite: bool = False, generation_config: Optional[Dict[str, Any]] = None,
+                 subfolders: Optional[Dict[str, Tuple[Dict[str, Any], Dict[str, torch.Tensor]]]] = None) -> None:
     """Write ``config.json``, ``model.safetensors`` (``{"format": "pt"}`` metadata, every tensor
     contiguous and stored once), ``generation_config.json`` and ``files`` (name -> str (JSON/text)
-    or bytes) into ``output``, atomically."""
-    safetensors_torch = require("safetensors.torch")
+    or bytes) into ``output``, atomically; each of ``subfolders`` (name -> (config, state)) gets
+    its own config, weights and the same ``files`` (ELECTRA's generator)."""
     with staged_dir(output, overwrite=overwrite) as tmp:
-        atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
-        if generation_config:
-            atomic_write_text(os.path.join(tmp, "generation_config.json"),
-                              json.dumps(generation_config, indent=2, sort_keys=True) + "\n")
-        tensors = {k: v.detach().contiguous().clone() for k, v in state.items()}
-        safetensors_torch.save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        for name, content in files.items():
-            path = os.path.join(tmp, name)
-            if isinstance(content, bytes):
-                with open(path, "wb") as f:
-                    f.write(content)
-            else:
-                atomic_write_text(path, content)
+        _write(tmp, config, state, files, generation_config)
+        for name, (sub_config, sub_state) in (subfolders or {}).items():
+            os.makedirs(os.path.join(tmp, name))
+            _write(os.path.join(tmp, name), sub_config, sub_state, files, None)
+
+
+def _write(tmp: str, config: Dict[str, Any], state: Dict[str, torch.Tensor], files: Dict[str, Any],
+           generation_config: Optional[Dict[str, Any]]) -> None:
+    safetensors_torch = require("safetensors.torch")
+    atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
+    if generation_config:
+        atomic_write_text(os.path.join(tmp, "generation_config.json"),
+                          json.dumps(generation_config, indent=2, sort_keys=True) + "\n")
+    tensors = {k: v.detach().contiguous().clone() for k, v in state.items()}
+    safetensors_torch.save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+    for name, content in files.items():
+        path = os.path.join(tmp, name)
+        if isinstance(content, bytes):
+            with open(path, "wb") as f:
+                f.write(content)
+        else:
+            atomic_write_text(path, content)

@@ -25,6 +25,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.noising import replaced_token_labels
 from seqkit.dataclass_utils import arg
 from seqkit.models.bert import MaskedLMHead, log_unigram
+from seqkit.models.modules.transformer_layers import ACTIVATIONS
 from seqkit.models.transformer_encoder import EncoderTransfer, TransformerEncoder, TransformerEncoderConfig
 from seqkit.registry import MODELS
 
@@ -90,7 +91,8 @@ class ElectraModel(EncoderTransfer, nn.Module):
         self.generator = TransformerEncoder(gen_cfg, dictionary)
         self.generator.embed_tokens = self.encoder.embed_tokens  # shared token embeddings
         self.generator_head = MaskedLMHead(cfg.generator_dim, self.encoder.embed_tokens, cfg.layer_norm_impl,
-                                           log_unigram(dictionary) if cfg.unigram_bias_init else None)
+                                           log_unigram(dictionary) if cfg.unigram_bias_init else None,
+                                           norm_eps=cfg.layer_norm_eps)
         self.disc_dense = nn.Linear(cfg.embed_dim, cfg.embed_dim)
         self.disc_out = nn.Linear(cfg.embed_dim, 1)
 
@@ -107,7 +109,7 @@ class ElectraModel(EncoderTransfer, nn.Module):
     def discriminate(self, tokens: torch.Tensor, segments: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Replaced-token logits ``(B, S)`` (> 0: replaced)."""
         h = self.encoder(tokens, segments)  # (B, S, C)
-        return self.disc_out(F.gelu(self.disc_dense(h))).squeeze(-1)
+        return self.disc_out(ACTIVATIONS[self.cfg.activation](self.disc_dense(h))).squeeze(-1)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, segments: Optional[torch.Tensor] = None,
                 masked_tokens: Optional[torch.Tensor] = None,

@@ -58,6 +58,10 @@ class TransformerEncoderConfig:
     embed_layer_norm: bool = arg(True, "LayerNorm on the summed embeddings (BERT)")
     embedding_dim: int = arg(0, "factorized token embeddings of size E, projected to embed_dim (ALBERT); "
                                 "0: embed_dim, no projection", ge=0)
+    project_embeddings: str = arg("tokens", "with embedding_dim E: tokens (each token vector projected to C, then "
+                                            "C-wide positions and segments added and normalized) or sum (positions "
+                                            "and segments E-wide, the sum normalized in E, then projected to C with "
+                                            "a bias: HuggingFace's ALBERT and ELECTRA)", choices=("tokens", "sum"))
     share_layers: bool = arg(False, "one layer's parameters for all encoder_layers (ALBERT's cross-layer sharing)")
     embed_init_std: float = arg(0.0, "std of the token, learned position and segment embeddings at init (0: each "
                                      "table's dim**-0.5); BERT's 0.02 starts a tied masked-LM head near its bias", ge=0)
@@ -115,19 +119,22 @@ class TransformerEncoder(nn.Module):
         nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=cfg.embed_init_std or E**-0.5)
         with torch.no_grad():
             self.embed_tokens.weight[self.pad].zero_()
-        self.embed_proj = nn.Linear(E, C, bias=False) if E != C else None  # ALBERT: (V, E) + (E, C) << (V, C)
+        # ALBERT: (V, E) + (E, C) << (V, C); "sum" projects after the embeddings' LayerNorm, with a bias
+        self.sum_first = cfg.project_embeddings == "sum" and E != C
+        self.embed_proj = nn.Linear(E, C, bias=self.sum_first) if E != C else None
         self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(E)
+        D = E if self.sum_first else C  # where positions and segments are added
         if cfg.learned_positions:
-            self.embed_positions = LearnedPositions(cfg.max_positions, C, cfg.position_offset)
+            self.embed_positions = LearnedPositions(cfg.max_positions, D, cfg.position_offset)
         else:
-            self.embed_positions = SinusoidalPositions(cfg.max_positions, C)
+            self.embed_positions = SinusoidalPositions(cfg.max_positions, D)
         if cfg.learned_positions and cfg.embed_init_std:
             nn.init.normal_(self.embed_positions.weight, mean=0.0, std=cfg.embed_init_std)
-        self.embed_segments = nn.Embedding(cfg.num_segments, C) if cfg.num_segments else None
+        self.embed_segments = nn.Embedding(cfg.num_segments, D) if cfg.num_segments else None
         if self.embed_segments is not None:
-            nn.init.normal_(self.embed_segments.weight, mean=0.0, std=cfg.embed_init_std or C**-0.5)
+            nn.init.normal_(self.embed_segments.weight, mean=0.0, std=cfg.embed_init_std or D**-0.5)
         eps = cfg.layer_norm_eps
-        self.embed_norm = layer_norm(C, cfg.layer_norm_impl, eps) if cfg.embed_layer_norm else nn.Identity()
+        self.embed_norm = layer_norm(D, cfg.layer_norm_impl, eps) if cfg.embed_layer_norm else nn.Identity()
         self.layers = nn.ModuleList(
             EncoderLayer(C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
                          cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl, eps)
@@ -136,9 +143,10 @@ class TransformerEncoder(nn.Module):
         self.final_norm = layer_norm(C, cfg.layer_norm_impl, eps) if cfg.normalize_before else nn.Identity()
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token vectors before positions are added: ``(..., )`` ids -> ``(..., C)``."""
+        """Token vectors before positions are added: ``(..., )`` ids -> ``(..., C)`` (``(..., E)``
+        with ``project_embeddings=sum``)."""
         x = self.embed_scale * self.embed_tokens(tokens)  # (..., E)
-        return self.embed_proj(x) if self.embed_proj is not None else x
+        return self.embed_proj(x) if self.embed_proj is not None and not self.sum_first else x
 
     def forward(self, src_tokens: torch.Tensor, segments: Optional[torch.Tensor] = None,
                 prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -158,6 +166,8 @@ class TransformerEncoder(nn.Module):
         elif segments is not None:
             raise SeqkitError("this model has no segment embeddings (model.num_segments=0) but got segments")
         x = dropout(self.embed_norm(x), cfg.dropout, self.training)
+        if self.sum_first:
+            x = self.embed_proj(x)  # (B, S, E) -> (B, S, C)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(src_tokens.size(0), k, dtype=torch.bool))
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
