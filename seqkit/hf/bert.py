@@ -157,10 +157,10 @@ def export_architecture(cfg: Dict[str, Any], imported: str) -> str:
     return "BertForPreTraining" if cfg.get("sentence_head") else "BertForMaskedLM"
 
 
-def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
-          imported: str = "") -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, imported: str = "",
+          heads: bool = True) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """``(config.json, state dict)`` of an HF BERT or ALBERT (RoBERTa, for an imported one) from
-    seqkit's ``bert``."""
+    seqkit's ``bert`` (``heads=False``: the encoder alone, under the same names: a fine-tuned body)."""
     arch = export_architecture(cfg, imported)
     albert = variant(arch) == "albert"
     checks = {"normalize_before": False, "learned_positions": True, "no_scale_embedding": True, "embed_layer_norm": True}
@@ -178,13 +178,14 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
     if albert and not cfg.get("embedding_dim"):  # E = C: ALBERT still maps, by the identity
         state["encoder.embed_proj.weight"] = torch.eye(E)
         state["encoder.embed_proj.bias"] = torch.zeros(E)
-    bias = state.pop("mlm_head.bias")
-    out = key_map(arch, cfg["encoder_layers"], True, bool(cfg.get("sentence_head"))).to_hf(state)
+    bias = state.pop("mlm_head.bias", None)
+    out = key_map(arch, cfg["encoder_layers"], heads, heads and bool(cfg.get("sentence_head"))).to_hf(state)
     p = prefix_of(arch)
     out[p + "embeddings.word_embeddings.weight"] = vocab.to_hf(out[p + "embeddings.word_embeddings.weight"])
-    out[_mlm_bias_name(arch)] = vocab.to_hf(bias)
-    out[_decoder(arch) + "weight"] = out[p + "embeddings.word_embeddings.weight"]
-    out[_decoder(arch) + "bias"] = out[_mlm_bias_name(arch)]
+    if heads:
+        out[_mlm_bias_name(arch)] = vocab.to_hf(bias)
+        out[_decoder(arch) + "weight"] = out[p + "embeddings.word_embeddings.weight"]
+        out[_decoder(arch) + "bias"] = out[_mlm_bias_name(arch)]
     config = {"architectures": [arch], "model_type": variant(arch),
               "vocab_size": vocab.hf_size, "hidden_size": cfg["embed_dim"], "num_hidden_layers": cfg["encoder_layers"],
               "num_attention_heads": cfg["attention_heads"], "intermediate_size": cfg["ffn_dim"],

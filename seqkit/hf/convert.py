@@ -21,7 +21,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
-from seqkit.hf import bert, electra, gpt2
+from seqkit.data.dictionary import Dictionary
+from seqkit.hf import bert, electra, gpt2, heads
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
 
@@ -191,14 +192,27 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
     name = state["cfg"]["model"].get("name")
     if name in NO_COUNTERPART:
         raise SeqkitError(f"{path} holds {NO_COUNTERPART[name]}, which has no HuggingFace counterpart to export to")
-    if name not in EXPORTS:
-        raise SeqkitError(f"{path} holds a {name} model; HuggingFace export takes {', '.join(sorted(EXPORTS))}")
-    family = EXPORTS[name]
+    fine_tuned = name in ("pretrained_classifier", "pretrained_tagger")
+    if name not in EXPORTS and not fine_tuned:
+        raise SeqkitError(f"{path} holds a {name} model; HuggingFace export takes {', '.join(sorted(EXPORTS))} "
+                          "and fine-tuned pretrained_classifier / pretrained_tagger models")
     task, model = load_for_inference(path, state=state)
-    hf = state.get("hf") or {}
-    dictionary = task.src_dict
-    vocab = VocabMap.from_state_dict(dictionary, hf["vocab"]) if hf else VocabMap.identity(dictionary)
-    config, weights = family.to_hf(to_plain(model.cfg), model.state_dict(), vocab, hf.get("architecture", ""))
+    model_cfg = to_plain(model.cfg)
+    if fine_tuned:
+        hf = heads.base_hf(model_cfg)
+        model = _merged(model, model_cfg)
+        body_dict = Dictionary(task.src_dict.symbols[4:])
+        while len(body_dict) < model_cfg["body"]["vocab_size"]:  # the pretraining task's own symbols after
+            body_dict.add(f"<pretraining_symbol_{len(body_dict)}>", 0)
+        vocab = heads.body_vocab(hf, body_dict)
+        config, weights = heads.to_hf(model_cfg, model, list(task.labels), vocab, hf.get("architecture", ""))
+        family = heads.FAMILIES[model_cfg["body"]["model"]["name"]]
+    else:
+        family = EXPORTS[name]
+        hf = state.get("hf") or {}
+        dictionary = task.src_dict
+        vocab = VocabMap.from_state_dict(dictionary, hf["vocab"]) if hf else VocabMap.identity(dictionary)
+        config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""))
     ids = {k: vocab.hf_id(s) for k, s in family.SPECIAL_IDS}
     ids = {k: i for k, i in ids.items() if i >= 0}
     if hf.get("architecture") == config["architectures"][0]:  # an imported model: its other fields as they were
@@ -215,14 +229,26 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
         log.warning("%s: the tokenizer (%s) is not written: only HuggingFace tokenizers are exported so far", path,
                     type(tok).__name__ if tok is not None else "none")
     subfolders = {}
-    if family is electra:  # the generator beside the discriminator, in generator/
+    if family is electra and not fine_tuned:  # the generator beside the discriminator, in generator/
         gen_config, gen_weights = electra.generator_to_hf(to_plain(model.cfg), model.state_dict(), vocab)
         subfolders["generator"] = ({**gen_config, **ids}, _shared_once(gen_weights))
     write_folder(output, config, _shared_once(weights), files, overwrite,
-                 generation_config={**ids} if family is gpt2 else None,
+                 generation_config={**ids} if family is gpt2 and not fine_tuned else None,
                  subfolders=subfolders)
     log.info("exported %s to %s (%s)", path, output, config["architectures"][0])
     return output
+
+
+def _merged(model: Any, cfg: Dict[str, Any]) -> Any:
+    """A fine-tuned model with its LoRA updates merged; adapters and prompts have no HF form."""
+    from seqkit.adapt.lora import merge_lora
+
+    if cfg.get("adapt") in ("adapter", "prompt"):
+        raise SeqkitError(f"a model.adapt={cfg['adapt']} model has no HuggingFace class (its added modules are not "
+                          "BERT's or GPT-2's); LoRA, BitFit, frozen and full fine-tuning export")
+    if cfg.get("adapt") == "lora":
+        merge_lora(model)
+    return model
 
 
 def _shared_once(weights: Dict[str, Any]) -> Dict[str, Any]:

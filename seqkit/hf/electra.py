@@ -128,13 +128,17 @@ def _hf_config(arch: str, cfg: Dict[str, Any], C: int, ffn: int, heads: int, lay
             "tie_word_embeddings": True}
 
 
-def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
-          imported: str = "") -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
-    """The discriminator's ``(config.json, state dict)``; :func:`generator_to_hf` the generator's."""
+def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, imported: str = "",
+          heads: bool = True) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """The discriminator's ``(config.json, state dict)`` (``heads=False``: without its prediction
+    head, a fine-tuned body); :func:`generator_to_hf` the generator's."""
     _check(cfg)
     C, E = cfg["embed_dim"], cfg.get("embedding_dim") or cfg["embed_dim"]
     disc = {k: v for k, v in state.items() if not k.startswith(OPTIONAL_HEADS)}
-    out = disc_map(cfg["encoder_layers"], E != C).to_hf(disc)
+    keymap = disc_map(cfg["encoder_layers"], E != C)
+    if not heads:
+        keymap.pairs = [p for p in keymap.pairs if not p[1].startswith(("disc_dense.", "disc_out."))]
+    out = keymap.to_hf(disc)
     out["electra.embeddings.word_embeddings.weight"] = vocab.to_hf(out["electra.embeddings.word_embeddings.weight"])
     return _hf_config("ElectraForPreTraining", cfg, C, cfg["ffn_dim"], cfg["attention_heads"], cfg["encoder_layers"],
                       vocab), out

@@ -80,9 +80,10 @@ def to_seqkit(arch: str, config: Dict[str, Any], state: Dict[str, torch.Tensor],
     return cfg, out
 
 
-def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
-          imported: str = "") -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
-    """``(config.json, state dict)`` of an HF ``GPT2LMHeadModel`` from seqkit's ``transformer_lm``."""
+def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, imported: str = "",
+          heads: bool = True) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """``(config.json, state dict)`` of an HF ``GPT2LMHeadModel`` from seqkit's ``transformer_lm``
+    (``heads=False``: without ``lm_head``, a fine-tuned body)."""
     checks = {"normalize_before": True, "learned_positions": True, "scale_embedding": False,
               "adaptive_softmax_cutoff": [], "adaptive_input": False}
     for key, want in checks.items():
@@ -96,7 +97,8 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
     head = state.pop("head.weight", None)
     out = key_map(cfg["layers"]).to_hf(state)
     out["transformer.wte.weight"] = vocab.to_hf(out["transformer.wte.weight"])
-    out["lm_head.weight"] = out["transformer.wte.weight"] if tied else vocab.to_hf(head)
+    if heads:
+        out["lm_head.weight"] = out["transformer.wte.weight"] if tied else vocab.to_hf(head)
     config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": vocab.hf_size,
               "n_positions": cfg["max_positions"], "n_embd": cfg["embed_dim"], "n_layer": cfg["layers"],
               "n_head": cfg["attention_heads"],

@@ -81,7 +81,8 @@ class PretrainedClassifierConfig:
                                "bitfit, prompt), leave empty: model.path's sha256, which loading its checkpoints "
                                "checks; empty: checkpoints hold every weight")
     body: Dict[str, Any] = arg(help="filled at the first build, leave empty: the body's model config and vocabulary "
-                                    "size, so a fine-tuned checkpoint needs no model.path", factory=dict)
+                                    "size (and the HuggingFace architecture it was imported from), so a fine-tuned "
+                                    "checkpoint needs no model.path", factory=dict)
 
 
 @dataclass
@@ -140,7 +141,10 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
                               f"differs from the recorded {cfg.base_sha256[:12]}...)")
     from seqkit.generation.load import load_for_inference
 
-    task, body = load_for_inference(cfg.path)
+    from seqkit.training import checkpoints
+
+    state = checkpoints.load(cfg.path)
+    task, body = load_for_inference(cfg.path, state=state)
     if task.model_kind not in ("lm", "masked_lm", "seq2seq") or not hasattr(body, "transfer_features"):
         raise SeqkitError(f"{cfg.path} holds a {task.model_kind} model ({type(body).__name__}), not a pretrained one")
     pretrain_dict = task.src_dict
@@ -150,6 +154,8 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
                           f"with vocab_from={cfg.path}")
     first = not cfg.body
     cfg.body = {"model": to_plain(body.cfg), "vocab_size": len(pretrain_dict)}
+    if state.get("hf"):  # an imported HuggingFace model: HF export needs model.path's vocabulary map
+        cfg.body["hf_architecture"] = state["hf"]["architecture"]
     cfg.base_sha256 = sha if needs_base(cfg) else ""
     if cfg.scratch:
         log.info("%s: body %s of %s's shape, from random weights (model.scratch=true)", cfg.name,
