@@ -48,6 +48,9 @@ class ExportConfig:
                         "model=pretrained_classifier / pretrained_tagger run)")
     output: str = arg("", "folder (ctranslate2) or file (checkpoint) to write, replaced only when the export succeeds")
     quantization: str = arg("fp32", "weight type stored: " + ", ".join(QUANTIZATIONS), choices=tuple(QUANTIZATIONS))
+    peft: bool = arg(False, "format=huggingface with a model.adapt=lora run: a PEFT adapter folder (adapter_config.json, "
+                            "adapter_model.safetensors) with the model without its updates in base/, instead of the "
+                            "merged model")
     overwrite: bool = arg(False, "replace an existing output folder")
 
 
@@ -250,7 +253,7 @@ def run(cfg: ExportConfig) -> str:
     if cfg.format == "huggingface":
         from seqkit.hf.convert import export_folder
 
-        return export_folder(cfg.path, cfg.output, cfg.overwrite)
+        return export_folder(cfg.path, cfg.output, cfg.overwrite, peft=cfg.peft)
     return export_ctranslate2(cfg.path, cfg.output, cfg.quantization, cfg.overwrite)
 
 

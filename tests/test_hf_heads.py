@@ -94,3 +94,43 @@ def test_heads_hf_cannot_hold_are_refused(tmp_path, objective, extra, message):
     with pytest.raises(SeqkitError, match=message):
         export_folder(path, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("arch", ["BertForMaskedLM", "gpt"])
+def test_lora_run_exports_as_a_peft_adapter_that_peft_loads(tmp_path, arch):
+    """peft.PeftModel over the exported base gives the unmerged LoRA model's logits (BERT's fused
+    q/k/v update cut into three; GPT-2's c_attn whole); the adapter file holds only the updates and
+    the head."""
+    peft = pytest.importorskip("peft")
+    import transformers
+
+    if arch == "gpt":
+        pretrain(make_text(tmp_path), "gpt", tmp_path / "gpt")
+        base, kind = str(tmp_path / "gpt" / "checkpoint_last.pt"), "tagging"
+        targets = "model.lora.targets=[qkv_proj,out_proj,fc1,fc2]"
+    else:
+        base = import_folder(make_bert(str(tmp_path / "hf"), toy_english(), arch), str(tmp_path / "base.pt"))
+        kind, targets = "classification", "model.lora.targets=[qkv_proj,out_proj,fc1]"
+    path = fine_tune(tmp_path, base, kind, "model.adapt=lora", targets, "model.lora.rank=4", "optimizer.lr=0.05")
+    export_folder(path, str(tmp_path / "adapter"), peft=True)
+    auto = transformers.AutoModelForTokenClassification if kind == "tagging" else transformers.AutoModelForSequenceClassification
+    hf = peft.PeftModel.from_pretrained(auto.from_pretrained(str(tmp_path / "adapter" / "base")),
+                                        str(tmp_path / "adapter")).eval()
+    task, model = load_for_inference(path)
+    model.eval()
+    if arch == "gpt":
+        ids = torch.arange(len(task.src_dict) + 10)
+    else:
+        from seqkit.training import checkpoints
+
+        ids = torch.tensor(checkpoints.load(base)["hf"]["vocab"]["hf_ids"])
+    src, lengths = batch(task, ["v0 v3 v4 .", "v5 v6 v7 v8 v9 ."])
+    keep = src.ne(task.src_dict.pad())
+    with torch.no_grad():
+        ours, theirs = model(src, lengths), hf(input_ids=ids[src], attention_mask=keep.long()).logits
+    moved = (theirs - auto.from_pretrained(str(tmp_path / "adapter" / "base")).eval()(
+        input_ids=ids[src], attention_mask=keep.long()).logits).abs().max()
+    if kind == "tagging":
+        ours, theirs = ours[keep], theirs[keep]
+    assert (ours - theirs).abs().max() < 1e-5
+    assert moved > 1e-4  # the updates matter: without the adapter the base computes something else

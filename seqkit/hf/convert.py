@@ -183,8 +183,9 @@ def _check_loads(state: Dict[str, Any], output: str, optional: Tuple[str, ...] =
         state["model"].update({k: own[k] for k in fresh})
 
 
-def export_folder(path: str, output: str, overwrite: bool = False) -> str:
-    """Write the seqkit checkpoint ``path`` as an HF model folder ``output``."""
+def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = False) -> str:
+    """Write the seqkit checkpoint ``path`` as an HF model folder ``output`` (``peft``: a LoRA run as
+    a PEFT adapter folder, :mod:`seqkit.hf.lora`)."""
     from seqkit.generation.load import load_for_inference
     from seqkit.training import checkpoints
 
@@ -198,13 +199,21 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
                           "and fine-tuned pretrained_classifier / pretrained_tagger models")
     task, model = load_for_inference(path, state=state)
     model_cfg = to_plain(model.cfg)
+    if peft and (not fine_tuned or model_cfg.get("adapt") != "lora"):
+        raise SeqkitError(f"peft=true takes a model.adapt=lora fine-tuning run; {path} holds "
+                          f"{'a ' + name + ' model' if not fine_tuned else 'model.adapt=' + str(model_cfg.get('adapt'))}")
     if fine_tuned:
         hf = heads.base_hf(model_cfg)
+        if peft:
+            from seqkit.hf.lora import export_peft
+
+            body_dict = _body_dict(task.src_dict, model_cfg["body"]["vocab_size"])
+            export_peft(model_cfg, model, list(task.labels), heads.body_vocab(hf, body_dict), hf.get("architecture", ""),
+                        output, _tokenizer_files(task, hf, path), overwrite)
+            log.info("exported %s to %s (a PEFT LoRA adapter, its base in base/)", path, output)
+            return output
         model = _merged(model, model_cfg)
-        body_dict = Dictionary(task.src_dict.symbols[4:])
-        while len(body_dict) < model_cfg["body"]["vocab_size"]:  # the pretraining task's own symbols after
-            body_dict.add(f"<pretraining_symbol_{len(body_dict)}>", 0)
-        vocab = heads.body_vocab(hf, body_dict)
+        vocab = heads.body_vocab(hf, _body_dict(task.src_dict, model_cfg["body"]["vocab_size"]))
         config, weights = heads.to_hf(model_cfg, model, list(task.labels), vocab, hf.get("architecture", ""))
         family = heads.FAMILIES[model_cfg["body"]["model"]["name"]]
     else:
@@ -220,14 +229,7 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
     else:
         config.update(ids)
     config["dtype"] = "float32"
-    files: Dict[str, Any] = {}
-    tok = task.tokenizer() if hasattr(task, "tokenizer") else None
-    if tok is not None and getattr(tok, "json", ""):
-        files["tokenizer.json"] = tok.json
-        files.update(hf.get("tokenizer_files", {}))
-    else:
-        log.warning("%s: the tokenizer (%s) is not written: only HuggingFace tokenizers are exported so far", path,
-                    type(tok).__name__ if tok is not None else "none")
+    files = _tokenizer_files(task, hf, path)
     subfolders = {}
     if family is electra and not fine_tuned:  # the generator beside the discriminator, in generator/
         gen_config, gen_weights = electra.generator_to_hf(to_plain(model.cfg), model.state_dict(), vocab)
@@ -237,6 +239,24 @@ def export_folder(path: str, output: str, overwrite: bool = False) -> str:
                  subfolders=subfolders)
     log.info("exported %s to %s (%s)", path, output, config["architectures"][0])
     return output
+
+
+def _body_dict(src_dict: Dictionary, size: int) -> Dictionary:
+    """A fine-tuning dictionary extended to the body's vocabulary (the pretraining task's own symbols after)."""
+    d = Dictionary(src_dict.symbols[4:])
+    while len(d) < size:
+        d.add(f"<pretraining_symbol_{len(d)}>", 0)
+    return d
+
+
+def _tokenizer_files(task: Any, hf: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """tokenizer.json and its side files, for a HuggingFace tokenizer (an imported model's)."""
+    tok = task.tokenizer() if hasattr(task, "tokenizer") else None
+    if tok is not None and getattr(tok, "json", ""):
+        return {"tokenizer.json": tok.json, **hf.get("tokenizer_files", {})}
+    log.warning("%s: the tokenizer (%s) is not written: only HuggingFace tokenizers are exported so far", path,
+                type(tok).__name__ if tok is not None else "none")
+    return {}
 
 
 def _merged(model: Any, cfg: Dict[str, Any]) -> Any:

@@ -91,14 +91,15 @@ def write_folder(output: str, config: Dict[str, Any], state: Dict[str, torch.Ten
     or bytes) into ``output``, atomically; each of ``subfolders`` (name -> (config, state)) gets
     its own config, weights and the same ``files`` (ELECTRA's generator)."""
     with staged_dir(output, overwrite=overwrite) as tmp:
-        _write(tmp, config, state, files, generation_config)
+        write_model(tmp, config, state, files, generation_config)
         for name, (sub_config, sub_state) in (subfolders or {}).items():
             os.makedirs(os.path.join(tmp, name))
-            _write(os.path.join(tmp, name), sub_config, sub_state, files, None)
+            write_model(os.path.join(tmp, name), sub_config, sub_state, files, None)
 
 
-def _write(tmp: str, config: Dict[str, Any], state: Dict[str, torch.Tensor], files: Dict[str, Any],
-           generation_config: Optional[Dict[str, Any]]) -> None:
+def write_model(tmp: str, config: Dict[str, Any], state: Dict[str, torch.Tensor], files: Dict[str, Any],
+                generation_config: Optional[Dict[str, Any]] = None) -> None:
+    """One model's files into the (staged) folder ``tmp``."""
     safetensors_torch = require("safetensors.torch")
     atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
     if generation_config:

@@ -44,9 +44,10 @@ def head_names(variant: str, tagger: bool) -> List[Tuple[str, str]]:
     raise SeqkitError(f"this classifier has no HuggingFace class: {why} (a tagger on this body exports)")
 
 
-def to_hf(cfg: Dict[str, Any], model: torch.nn.Module, labels: List[str], vocab: VocabMap,
-          imported: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
-    """``(config.json, state dict)`` of a fine-tuned ``model`` (LoRA already merged)."""
+def to_hf(cfg: Dict[str, Any], model: torch.nn.Module, labels: List[str], vocab: VocabMap, imported: str,
+          lora: str = "merged") -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """``(config.json, state dict)`` of a fine-tuned ``model`` (``lora``: merged already, or
+    ``drop``: the body without its updates, the base of a PEFT adapter)."""
     tagger = cfg["name"] == "pretrained_tagger"
     body_cfg = cfg["body"]["model"]
     if body_cfg["name"] not in FAMILIES:
@@ -59,7 +60,8 @@ def to_hf(cfg: Dict[str, Any], model: torch.nn.Module, labels: List[str], vocab:
     if getattr(model, "mix", None) is not None:
         raise SeqkitError("a scalar mix of the body's layers has no HuggingFace counterpart")
     family = FAMILIES[body_cfg["name"]]
-    config, out = family.to_hf(body_cfg, model.body.state_dict(), vocab, imported, heads=False)
+    body = {k: v for k, v in model.body.state_dict().items() if not (lora == "drop" and ".lora." in k)}
+    config, out = family.to_hf(body_cfg, body, vocab, imported, heads=False)
     state = model.state_dict()
     for hf, ours in names:
         for w in ("weight", "bias"):
