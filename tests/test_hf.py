@@ -129,6 +129,9 @@ def test_exported_gpt_loads_in_transformers_with_the_same_logits(tmp_path, toy_d
         assert (model.eval()(src, torch.tensor([src.size(1)] * 2)) - hf(src).logits).abs().max() < 1e-5
     config = json.load(open(tmp_path / "hf" / "config.json"))
     assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (2, 2, 0)
+    card = (tmp_path / "hf" / "README.md").read_text()  # the model card, from the checkpoint itself
+    assert "GPT2LMHeadModel" in card and "| updates | 3 (epoch" in card and '"name": "gpt_tiny"' not in card
+    assert '"activation": "gelu_tanh"' in card
 
 
 def train_tiny_gpt(tmp_path, toy_data, tiny_train_args, run_cli):

@@ -23,6 +23,7 @@ from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
 from seqkit.data.dictionary import Dictionary
 from seqkit.hf import bert, electra, gpt2, heads
+from seqkit.hf.card import model_card
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
 
@@ -230,6 +231,7 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
         config.update(ids)
     config["dtype"] = "float32"
     files = _tokenizer_files(task, hf, path)
+    files["README.md"] = model_card(path, state, config)
     subfolders = {}
     if family is electra and not fine_tuned:  # the generator beside the discriminator, in generator/
         gen_config, gen_weights = electra.generator_to_hf(to_plain(model.cfg), model.state_dict(), vocab)
