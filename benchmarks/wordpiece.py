@@ -1,0 +1,101 @@
+"""seqkit's own pure-Python WordPiece learner against the HuggingFace ``tokenizers`` library's trainer
+(issue 28, part 3: ours goes unless it is measured better). One JSON line.
+
+    python benchmarks/wordpiece.py [--data WIKITEXT2_DIR] [--vocab-size 8000]
+
+Both learn ``--vocab-size`` pieces from WikiText-2's training text, on this machine, one after
+the other: seqkit's learner (whitespace words, the likelihood-score merges), the ``tokenizers``
+WordPiece trainer with the same whitespace pre-split, and ``tokenizers``' BERT setting (BERT's
+normalizer and punctuation pre-split, what ``BertTokenizerFast`` does). Reported per learner: the
+seconds to learn, and on the validation text the pieces per word and the share of words that
+become the unknown piece; with the CPU model, its bf16/AMX flags and an fp32 matmul peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def find_data(arg: str | None) -> str:
+    for cand in (arg, os.path.join(os.environ.get("SEQKIT_DATA", ""), "wikitext2"),
+                 os.path.join(HERE, "..", "..", "shared", "data", "wikitext2")):
+        if cand and os.path.isfile(os.path.join(cand, "train.txt")):
+            return cand
+    sys.exit("benchmarks/wordpiece.py: WikiText-2 not found; pass --data or set SEQKIT_DATA "
+             "(examples/language_model/wikitext2/prepare.sh downloads it)")
+
+
+def figures(encode, lines, unk: str) -> dict:
+    words = pieces = unknown = 0
+    for line in lines:
+        for word in line.split():
+            out = encode(word)
+            words += 1
+            pieces += len(out)
+            unknown += out == [unk]
+    return {"pieces_per_word": round(pieces / max(words, 1), 4), "unk_word_share": round(unknown / max(words, 1), 6)}
+
+
+def seqkit_learner(train: str, valid_lines, vocab_size: int) -> dict:
+    from seqkit.tokenizers.wordpiece import WordPieceConfig, WordPieceTokenizer
+
+    tok = WordPieceTokenizer(WordPieceConfig(vocab_size=vocab_size))
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as work:
+        tok.train([train], work)
+    secs = time.perf_counter() - start
+    return {"learn_s": round(secs, 2), **figures(tok.encode, valid_lines, "<unk>")}
+
+
+def hf_learner(train: str, valid_lines, vocab_size: int, bert: bool) -> dict:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    if bert:
+        tok.normalizer = normalizers.BertNormalizer(lowercase=False)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    else:
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=["[UNK]"],
+                                        show_progress=False)
+    start = time.perf_counter()
+    tok.train([train], trainer)
+    secs = time.perf_counter() - start
+    return {"learn_s": round(secs, 2), **figures(lambda w: tok.encode(w, add_special_tokens=False).tokens,
+                                                 valid_lines, "[UNK]")}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    args = p.parse_args()
+    data = find_data(args.data)
+    from seqkit.cpu import cpu_info
+
+    sys.path.insert(0, HERE)
+    from translation import matmul_peak
+
+    with open(os.path.join(data, "valid.txt"), encoding="utf-8") as f:
+        valid = [line for line in f if line.strip()]
+    train = os.path.join(data, "train.txt")
+    out = {"benchmark": "wordpiece", "data": "wikitext2", "vocab_size": args.vocab_size, **cpu_info(),
+           "matmul_peak_fp32_gflops": round(matmul_peak(torch.float32) / 1e9, 1), "threads": torch.get_num_threads()}
+    out["seqkit"] = seqkit_learner(train, valid, args.vocab_size)
+    out["tokenizers_whitespace"] = hf_learner(train, valid, args.vocab_size, bert=False)
+    out["tokenizers_bert"] = hf_learner(train, valid, args.vocab_size, bert=True)
+    out["speedup_tokenizers_over_seqkit"] = round(out["seqkit"]["learn_s"] / max(out["tokenizers_whitespace"]["learn_s"], 1e-9), 1)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
