@@ -277,3 +277,35 @@ def test_imported_gpt2_fine_tunes_as_a_classifier(gpt2, tmp_path, mode):
     assert trainer.num_updates == 2
     clf = Classifier.from_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
     assert len(clf.predict(["v0 v1 v2 .", "v3 v4 ."])) == 2
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece_bpe", "sentencepiece_unigram"])
+def test_exported_sentencepiece_tokenizer_gives_seqkit_ids(tmp_path, toy_data, tiny_train_args, run_cli, kind):
+    """A seqkit-trained model's sentencepiece tokenizer exported as tokenizer.json over seqkit's
+    dictionary: AutoTokenizer gives seqkit's ids, unknown characters included."""
+    from transformers import AutoTokenizer
+
+    from seqkit.cli.preprocess import main as preprocess
+    from seqkit.cli.train import main as train
+    from seqkit.generation.load import load_for_inference
+
+    raw, _ = toy_data
+    r = run_cli(preprocess, ["task=language_modeling", f"trainpref={raw}/train.en", f"destdir={tmp_path / 'bin'}",
+                             f"tokenizer={kind}", f"tokenizer.vocab_size={120 if kind.endswith('bpe') else 70}",
+                             "tokenizer.num_threads=1"])
+    assert r.code == 0, r.err
+    r = run_cli(train, ["task=language_modeling", f"task.data={tmp_path / 'bin'}", "model=gpt_tiny", "task.tokens_per_sample=32",
+                        "optimization.max_update=1", "dataset.valid_subset=''", f"checkpoint.save_dir={tmp_path / 'ck'}",
+                        *[a for a in tiny_train_args if not a.startswith(("task", "model", "optimization", "checkpoint"))]])
+    assert r.code == 0, r.err
+    path = str(tmp_path / "ck" / "checkpoint_last.pt")
+    r = run_cli(export_cli, ["format=huggingface", f"path={path}", f"output={tmp_path / 'hf'}"])
+    assert r.code == 0, r.err
+    theirs = AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    task, _ = load_for_inference(path)
+    lines = (shared_lines(300) or []) + toy_english(50, seed=11)
+    if kind.endswith("unigram"):  # a "<unk>" written in the text: one vocabulary entry to HF's unigram, pieces to
+        lines = [line for line in lines if "<unk>" not in line]  # sentencepiece (the README says so)
+    differ = [line for line in lines if task.encode_source(line)[1:] != theirs(line)["input_ids"]]
+    assert not differ, (len(differ), differ[:3])
+    assert len(lines) >= 100

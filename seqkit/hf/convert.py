@@ -210,7 +210,8 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
 
             body_dict = _body_dict(task.src_dict, model_cfg["body"]["vocab_size"])
             export_peft(model_cfg, model, list(task.labels), heads.body_vocab(hf, body_dict), hf.get("architecture", ""),
-                        output, _tokenizer_files(task, hf, path), overwrite)
+                        output, _tokenizer_files(task, hf, path, body_dict, _post(model_cfg["body"]["model"])),
+                        overwrite)
             log.info("exported %s to %s (a PEFT LoRA adapter, its base in base/)", path, output)
             return output
         model = _merged(model, model_cfg)
@@ -230,7 +231,7 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     else:
         config.update(ids)
     config["dtype"] = "float32"
-    files = _tokenizer_files(task, hf, path)
+    files = _tokenizer_files(task, hf, path, vocab.dictionary, _post(model_cfg["body"]["model"] if fine_tuned else model_cfg))
     files["README.md"] = model_card(path, state, config)
     subfolders = {}
     if family is electra and not fine_tuned:  # the generator beside the discriminator, in generator/
@@ -243,6 +244,12 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     return output
 
 
+def _post(model_cfg: Dict[str, Any]) -> str:
+    """What AutoTokenizer wraps a text in for this model: nothing for a language model's prompt, ``<s>
+    a </s>`` for an encoder's input."""
+    return "none" if model_cfg.get("name") == "transformer_lm" else "encoder"
+
+
 def _body_dict(src_dict: Dictionary, size: int) -> Dictionary:
     """A fine-tuning dictionary extended to the body's vocabulary (the pretraining task's own symbols after)."""
     d = Dictionary(src_dict.symbols[4:])
@@ -251,12 +258,18 @@ def _body_dict(src_dict: Dictionary, size: int) -> Dictionary:
     return d
 
 
-def _tokenizer_files(task: Any, hf: Dict[str, Any], path: str) -> Dict[str, Any]:
-    """tokenizer.json and its side files, for a HuggingFace tokenizer (an imported model's)."""
+def _tokenizer_files(task: Any, hf: Dict[str, Any], path: str, dictionary: Any = None,
+                     post: str = "none") -> Dict[str, Any]:
+    """tokenizer.json and its side files: an imported model's own, or seqkit's sentencepiece model
+    over ``dictionary`` (:mod:`seqkit.hf.spm`; ``post``: what AutoTokenizer wraps a text in)."""
     tok = task.tokenizer() if hasattr(task, "tokenizer") else None
     if tok is not None and getattr(tok, "json", ""):
         return {"tokenizer.json": tok.json, **hf.get("tokenizer_files", {})}
-    log.warning("%s: the tokenizer (%s) is not written: only HuggingFace tokenizers are exported so far", path,
+    if tok is not None and getattr(tok, "model_proto", None) and dictionary is not None:
+        from seqkit.hf.spm import tokenizer_files
+
+        return tokenizer_files(tok, dictionary, post)
+    log.warning("%s: the tokenizer (%s) is not written: HuggingFace tokenizers and sentencepiece models export", path,
                 type(tok).__name__ if tok is not None else "none")
     return {}
 
