@@ -53,14 +53,15 @@ from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
 from seqkit.tasks.translation import TranslationConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-def find_data(arg: str | None) -> str:
+def find_data(arg: str | None, folder: str = "multi30k", probe: str = "train.de.gz",
+              prepare: str = "examples/translation/multi30k/prepare.sh") -> str:
+    """``arg``, else ``$SEQKIT_DATA/folder``, else ``../shared/data/folder``: the first holding ``probe``."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (arg, os.path.join(os.environ.get("SEQKIT_DATA", ""), "multi30k"),
-                 os.path.join(here, "..", "..", "shared", "data", "multi30k")):
-        if cand and os.path.isfile(os.path.join(cand, "train.de.gz")):
+    for cand in (arg, os.path.join(os.environ.get("SEQKIT_DATA", ""), folder),
+                 os.path.join(here, "..", "..", "shared", "data", folder)):
+        if cand and os.path.isfile(os.path.join(cand, probe)):
             return cand
-    sys.exit("benchmarks/translation.py: Multi30k not found; pass --data or set SEQKIT_DATA "
-             "(examples/translation/multi30k/prepare.sh downloads it)")
+    sys.exit(f"{sys.argv[0]}: {folder} not found; pass --data or set SEQKIT_DATA ({prepare} downloads it)")
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 3) -> float:

@@ -25,15 +25,6 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def find_data(arg: str | None) -> str:
-    for cand in (arg, os.path.join(os.environ.get("SEQKIT_DATA", ""), "wikitext2"),
-                 os.path.join(HERE, "..", "..", "shared", "data", "wikitext2")):
-        if cand and os.path.isfile(os.path.join(cand, "train.txt")):
-            return cand
-    sys.exit("benchmarks/wordpiece.py: WikiText-2 not found; pass --data or set SEQKIT_DATA "
-             "(examples/language_model/wikitext2/prepare.sh downloads it)")
-
-
 def figures(encode, lines, unk: str) -> dict:
     words = pieces = unknown = 0
     for line in lines:
@@ -79,11 +70,12 @@ def main() -> None:
     p.add_argument("--data")
     p.add_argument("--vocab-size", type=int, default=8000)
     args = p.parse_args()
-    data = find_data(args.data)
+    sys.path.insert(0, HERE)
+    from translation import find_data, matmul_peak
+
     from seqkit.cpu import cpu_info
 
-    sys.path.insert(0, HERE)
-    from translation import matmul_peak
+    data = find_data(args.data, "wikitext2", "train.txt", "examples/language_model/wikitext2/prepare.sh")
 
     with open(os.path.join(data, "valid.txt"), encoding="utf-8") as f:
         valid = [line for line in f if line.strip()]
