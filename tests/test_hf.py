@@ -279,10 +279,10 @@ def test_imported_gpt2_fine_tunes_as_a_classifier(gpt2, tmp_path, mode):
     assert len(clf.predict(["v0 v1 v2 .", "v3 v4 ."])) == 2
 
 
-@pytest.mark.parametrize("kind", ["sentencepiece_bpe", "sentencepiece_unigram"])
-def test_exported_sentencepiece_tokenizer_gives_seqkit_ids(tmp_path, toy_data, tiny_train_args, run_cli, kind):
-    """A seqkit-trained model's sentencepiece tokenizer exported as tokenizer.json over seqkit's
-    dictionary: AutoTokenizer gives seqkit's ids, unknown characters included."""
+@pytest.mark.parametrize("kind", ["sentencepiece_bpe", "sentencepiece_unigram", "wordpiece"])
+def test_exported_seqkit_tokenizer_gives_seqkit_ids(tmp_path, toy_data, tiny_train_args, run_cli, kind):
+    """A seqkit-trained model's sentencepiece or WordPiece tokenizer exported as tokenizer.json over
+    seqkit's dictionary: AutoTokenizer gives seqkit's ids, unknown characters included."""
     from transformers import AutoTokenizer
 
     from seqkit.cli.preprocess import main as preprocess
@@ -291,8 +291,8 @@ def test_exported_sentencepiece_tokenizer_gives_seqkit_ids(tmp_path, toy_data, t
 
     raw, _ = toy_data
     r = run_cli(preprocess, ["task=language_modeling", f"trainpref={raw}/train.en", f"destdir={tmp_path / 'bin'}",
-                             f"tokenizer={kind}", f"tokenizer.vocab_size={120 if kind.endswith('bpe') else 70}",
-                             "tokenizer.num_threads=1"])
+                             f"tokenizer={kind}", f"tokenizer.vocab_size={70 if kind.endswith('unigram') else 120}",
+                             *(["tokenizer.num_threads=1"] if kind.startswith("sentencepiece") else [])])
     assert r.code == 0, r.err
     r = run_cli(train, ["task=language_modeling", f"task.data={tmp_path / 'bin'}", "model=gpt_tiny", "task.tokens_per_sample=32",
                         "optimization.max_update=1", "dataset.valid_subset=''", f"checkpoint.save_dir={tmp_path / 'ck'}",

@@ -96,8 +96,10 @@ def test_sentencepiece_vocab_too_large_is_one_line_error(tmp_path):
 def test_wordpiece_learning_frozen():
     # the Hugging Face course example; ties go to the lowest symbol ids (alphabet sorted first)
     counts = {"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5}
-    vocab = learn_wordpiece(counts, vocab_size=12, min_frequency=1)
+    vocab = learn_wordpiece(counts, vocab_size=12, min_frequency=1, score_by="likelihood")
     assert vocab == ["##g", "##n", "##s", "##u", "b", "h", "p", "##gs", "##ug", "##un", "##ugs", "hugs"]
+    # by frequency (the default): ##u ##g (20 times), ##u ##n (16), h ##ug (15), p ##un (12), p ##ug (5)
+    assert learn_wordpiece(counts, vocab_size=12, min_frequency=1)[7:] == ["##ug", "##un", "hug", "pun", "pug"]
 
 
 def test_wordpiece_greedy_longest_match_frozen():

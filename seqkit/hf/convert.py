@@ -265,11 +265,11 @@ def _tokenizer_files(task: Any, hf: Dict[str, Any], path: str, dictionary: Any =
     tok = task.tokenizer() if hasattr(task, "tokenizer") else None
     if tok is not None and getattr(tok, "json", ""):
         return {"tokenizer.json": tok.json, **hf.get("tokenizer_files", {})}
-    if tok is not None and getattr(tok, "model_proto", None) and dictionary is not None:
-        from seqkit.hf.spm import tokenizer_files
+    if tok is not None and (getattr(tok, "model_proto", None) or tok.cfg.name == "wordpiece") and dictionary is not None:
+        from seqkit.hf.tokenizer_files import tokenizer_files
 
         return tokenizer_files(tok, dictionary, post)
-    log.warning("%s: the tokenizer (%s) is not written: HuggingFace tokenizers and sentencepiece models export", path,
+    log.warning("%s: the tokenizer (%s) is not written: HuggingFace, sentencepiece and WordPiece tokenizers export", path,
                 type(tok).__name__ if tok is not None else "none")
     return {}
 

@@ -1,6 +1,10 @@
-"""A seqkit-trained sentencepiece tokenizer (BPE or unigram) as a HuggingFace ``tokenizer.json`` over
-seqkit's dictionary, for exported models: ``AutoTokenizer`` then gives the ids seqkit gives.
+"""A seqkit-trained tokenizer as a HuggingFace ``tokenizer.json`` over seqkit's dictionary, for
+exported models: ``AutoTokenizer`` then gives the ids seqkit gives.
 
+WordPiece: the ``tokenizers`` WordPiece model over seqkit's pieces (greedy longest match, as
+seqkit's; whitespace words, as seqkit splits them).
+
+Sentencepiece (BPE or unigram):
 The model is rebuilt from the sentencepiece proto by ``transformers``' own converter
 (``SpmConverter.build_tokenizer_from_spm_proto``: the normalizer spec, the dummy prefix, BPE merges
 ranked by piece score as sentencepiece ranks them), with one change: the ids are seqkit's (its
@@ -36,13 +40,35 @@ def _merges(proto: Any) -> List[Tuple[str, str]]:
     return [(left, right) for _, _, left, right in sorted(ranked)]
 
 
-def tokenizer_files(tok: Any, dictionary: Any, post: str) -> Dict[str, str]:
-    """``tokenizer.json`` and ``tokenizer_config.json`` for seqkit's sentencepiece tokenizer ``tok``
-    over ``dictionary`` (``post``: none, encoder or source)."""
-    require("tokenizers")
-    convert = require("transformers.convert_slow_tokenizer")
-    from tokenizers import processors
+def _wordpiece(tok: Any, dictionary: Any) -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+    hf = Tokenizer(models.WordPiece({s: i for i, s in enumerate(dictionary.symbols)}, unk_token=UNK,
+                                    continuing_subword_prefix="##",
+                                    max_input_chars_per_word=tok.cfg.max_input_chars_per_word))
+    hf.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    hf.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    return hf
+
+
+def tokenizer_files(tok: Any, dictionary: Any, post: str) -> Dict[str, str]:
+    """``tokenizer.json`` and ``tokenizer_config.json`` for seqkit's sentencepiece or WordPiece
+    tokenizer ``tok`` over ``dictionary`` (``post``: none, encoder or source)."""
+    require("tokenizers")
+    mask = ["<mask>"] if "<mask>" in dictionary.indices else []
+    if getattr(tok, "model_proto", None):
+        hf = _sentencepiece(tok, dictionary)
+    else:
+        hf = _wordpiece(tok, dictionary)
+    # seqkit's specials are vocabulary entries, not added tokens: "<unk>" written in a text (WikiText
+    # has thousands) is pieces to sentencepiece, and must stay so; a masked LM's <mask> is one token
+    if mask:
+        hf.add_special_tokens(mask)
+    return _finish(hf, dictionary, post, mask)
+
+
+def _sentencepiece(tok: Any, dictionary: Any) -> Any:
+    convert = require("transformers.convert_slow_tokenizer")
     model_pb2 = convert.import_protobuf()
     proto = model_pb2.ModelProto()
     proto.ParseFromString(tok.model_proto)
@@ -57,12 +83,12 @@ def tokenizer_files(tok: Any, dictionary: Any, post: str) -> Dict[str, str]:
         vocab, merges = [(s, scores.get(s, floor)) for s in symbols], None
     else:
         raise SeqkitError("only sentencepiece BPE and unigram models export as HuggingFace tokenizers")
-    hf = convert.SpmConverter.build_tokenizer_from_spm_proto(proto, vocab, merges=merges)
-    # seqkit's specials are vocabulary entries, not added tokens: "<unk>" written in a text (WikiText
-    # has thousands) is pieces to sentencepiece, and must stay so; a masked LM's <mask> is one token
-    mask = ["<mask>"] if "<mask>" in dictionary.indices else []
-    if mask:
-        hf.add_special_tokens(mask)
+    return convert.SpmConverter.build_tokenizer_from_spm_proto(proto, vocab, merges=merges)
+
+
+def _finish(hf: Any, dictionary: Any, post: str, mask: List[str]) -> Dict[str, str]:
+    from tokenizers import processors
+
     if post == "encoder":
         hf.post_processor = processors.TemplateProcessing(single=f"{BOS} $A {EOS}", pair=f"{BOS} $A {EOS} $B:1 {EOS}:1",
                                                           special_tokens=[(BOS, dictionary.bos()), (EOS, dictionary.eos())])
