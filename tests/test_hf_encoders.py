@@ -153,7 +153,9 @@ def test_imported_bert_fills_masks_as_hf(imported, run_cli):
     assert best in r.out, (best, r.out)
 
 
-@pytest.mark.parametrize("arch, mode", [("RobertaForMaskedLM", "adapter"), ("BertForMaskedLM", "full")])
+@pytest.mark.parametrize("arch, mode", [("RobertaForMaskedLM", m) for m in ("full", "frozen", "adapter", "lora", "bitfit",
+                                                                         "prompt", "ulmfit")]
+                         + [("BertForMaskedLM", "full"), ("AlbertForMaskedLM", "lora")])
 def test_imported_encoder_fine_tunes_as_a_classifier(imported, tmp_path, arch, mode):
     from transfer_fixtures import binarize, make_text, run
 
