@@ -194,7 +194,10 @@ def write_curves(output: str, runs: Sequence[Dict[str, List[Dict[str, float]]]],
     unit, scale = ("h", 3600.0) if longest > 3 * 3600 else ("min", 60.0) if longest > 600 else ("s", 1.0)
     # the fourth panel: the validation score the runs log (translation BLEU, classification accuracy,
     # tagging F1), else the learning rate
-    score = next((k for k in SCORES if any(k in r for run in runs for r in run["valid"])), None)
+    order = list(SCORES)
+    if any("precision" in r for run in runs for r in run["valid"]):  # tagging: conlleval's entity F1 first
+        order = ["f1"] + [k for k in order if k != "f1"]
+    score = next((k for k in order if any(k in r for run in runs for r in run["valid"])), None)
     with_score = score is not None
     extra_tag, extra_key = ("valid", score) if with_score else ("train", "lr")
 

@@ -60,14 +60,16 @@ def test_curves_two_runs(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("key, title", [("bleu", "valid BLEU"), ("accuracy", "valid accuracy"), ("f1", "valid F1"),
-                                        (None, "learning rate")])
+                                        ("tagging", "valid F1"), (None, "learning rate")])
 def test_fourth_panel_is_the_logged_score(tmp_path, monkeypatch, key, title):
     pytest.importorskip("matplotlib")
     from seqkit import plot as plot_module
 
     run = plot_module.read_log(str(write_log(tmp_path / "train_log.jsonl", 0)))
-    if key:
-        for i, r in enumerate(run["valid"]):
+    for i, r in enumerate(run["valid"]):
+        if key == "tagging":  # conlleval's entity figures and the token accuracy: entity F1 is drawn
+            r.update(precision=1.0, accuracy=90.0 + i, f1=50.0 + i)
+        elif key:
             r[key] = 50.0 + i
     seen = {}
     monkeypatch.setattr(plot_module, "_save", lambda fig, output: seen.update(fig=fig))
