@@ -214,3 +214,8 @@ def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
     if not cfg.get("sentence_head"):
         return {}
     return {"sentence_pairs": "sop" if cfg.get("share_layers") else "nsp"}
+
+
+def body_keymap(cfg: Dict[str, Any], imported: str = "") -> KeyMap:
+    """The key map of the encoder without its heads (a fine-tuned body)."""
+    return key_map(export_architecture(cfg, imported), cfg["encoder_layers"], False, False)

@@ -21,11 +21,11 @@ from typing import Any, Dict, Optional, Tuple
 
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
-from seqkit.data.dictionary import Dictionary
 from seqkit.hf import bert, electra, gpt2, heads
 from seqkit.hf.card import model_card
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
+from seqkit.models.pretrained import body_dictionary
 
 log = logging.getLogger("seqkit.hf")
 
@@ -208,14 +208,14 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
         if peft:
             from seqkit.hf.lora import export_peft
 
-            body_dict = _body_dict(task.src_dict, model_cfg["body"]["vocab_size"])
+            body_dict = body_dictionary(task.src_dict, model_cfg["body"]["vocab_size"])
             export_peft(model_cfg, model, list(task.labels), heads.body_vocab(hf, body_dict), hf.get("architecture", ""),
                         output, _tokenizer_files(task, hf, path, body_dict, _post(model_cfg["body"]["model"])),
                         overwrite)
             log.info("exported %s to %s (a PEFT LoRA adapter, its base in base/)", path, output)
             return output
         model = _merged(model, model_cfg)
-        vocab = heads.body_vocab(hf, _body_dict(task.src_dict, model_cfg["body"]["vocab_size"]))
+        vocab = heads.body_vocab(hf, body_dictionary(task.src_dict, model_cfg["body"]["vocab_size"]))
         config, weights = heads.to_hf(model_cfg, model, list(task.labels), vocab, hf.get("architecture", ""))
         family = heads.FAMILIES[model_cfg["body"]["model"]["name"]]
     else:
@@ -248,14 +248,6 @@ def _post(model_cfg: Dict[str, Any]) -> str:
     """What AutoTokenizer wraps a text in for this model: nothing for a language model's prompt, ``<s>
     a </s>`` for an encoder's input."""
     return "none" if model_cfg.get("name") == "transformer_lm" else "encoder"
-
-
-def _body_dict(src_dict: Dictionary, size: int) -> Dictionary:
-    """A fine-tuning dictionary extended to the body's vocabulary (the pretraining task's own symbols after)."""
-    d = Dictionary(src_dict.symbols[4:])
-    while len(d) < size:
-        d.add(f"<pretraining_symbol_{len(d)}>", 0)
-    return d
 
 
 def _tokenizer_files(task: Any, hf: Dict[str, Any], path: str, dictionary: Any = None,

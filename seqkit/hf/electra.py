@@ -135,10 +135,7 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, 
     _check(cfg)
     C, E = cfg["embed_dim"], cfg.get("embedding_dim") or cfg["embed_dim"]
     disc = {k: v for k, v in state.items() if not k.startswith(OPTIONAL_HEADS)}
-    keymap = disc_map(cfg["encoder_layers"], E != C)
-    if not heads:
-        keymap.pairs = [p for p in keymap.pairs if not p[1].startswith(("disc_dense.", "disc_out."))]
-    out = keymap.to_hf(disc)
+    out = (disc_map(cfg["encoder_layers"], E != C) if heads else body_keymap(cfg)).to_hf(disc)
     out["electra.embeddings.word_embeddings.weight"] = vocab.to_hf(out["electra.embeddings.word_embeddings.weight"])
     return _hf_config("ElectraForPreTraining", cfg, C, cfg["ffn_dim"], cfg["attention_heads"], cfg["encoder_layers"],
                       vocab), out
@@ -171,3 +168,10 @@ def _check(cfg: Dict[str, Any]) -> None:
 
 def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
     return {}
+
+
+def body_keymap(cfg: Dict[str, Any], imported: str = "") -> KeyMap:
+    """The discriminator's key map without its prediction head (a fine-tuned body)."""
+    C, E = cfg["embed_dim"], cfg.get("embedding_dim") or cfg["embed_dim"]
+    pairs = disc_map(cfg["encoder_layers"], E != C).pairs
+    return KeyMap([p for p in pairs if not p[1].startswith(("disc_dense.", "disc_out."))])

@@ -115,3 +115,8 @@ SPECIAL_IDS = (("bos_token_id", "</s>"), ("eos_token_id", "</s>"), ("pad_token_i
 
 def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
     return {}
+
+
+def body_keymap(cfg: Dict[str, Any], imported: str = "") -> KeyMap:
+    """The key map of the network without its output layer (a fine-tuned body)."""
+    return key_map(cfg["layers"])

@@ -26,16 +26,8 @@ from seqkit.io import atomic_write_text, staged_dir
 
 def _linear_names(family: Any, body_cfg: Dict[str, Any], imported: str) -> Dict[str, Tuple[Tuple[str, ...], bool]]:
     """seqkit Linear name (body-relative) -> (its HF module names, transposed)."""
-    if family.__name__.endswith("gpt2"):
-        keymap = family.key_map(body_cfg["layers"])
-    elif family.__name__.endswith("electra"):
-        C, E = body_cfg["embed_dim"], body_cfg.get("embedding_dim") or body_cfg["embed_dim"]
-        keymap = family.disc_map(body_cfg["encoder_layers"], E != C)
-    else:
-        arch = family.export_architecture(body_cfg, imported)
-        keymap = family.key_map(arch, body_cfg["encoder_layers"], False, False)
     out = {}
-    for hf, ours, transposed in keymap.pairs:
+    for hf, ours, transposed in family.body_keymap(body_cfg, imported).pairs:
         if ours.endswith(".weight"):
             out[ours[: -len(".weight")]] = (tuple(name[: -len(".weight")] for name in hf), transposed)
     return out

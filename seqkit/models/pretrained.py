@@ -104,7 +104,7 @@ def pool(x: torch.Tensor, src_tokens: torch.Tensor, src_lengths: torch.Tensor, h
     return x.masked_fill(~keep, torch.finfo(x.dtype).min).max(dim=1).values
 
 
-def _body_dictionary(src_dict: Dictionary, vocab_size: int) -> Dictionary:
+def body_dictionary(src_dict: Dictionary, vocab_size: int) -> Dictionary:
     """The fine-tuning dictionary, extended to the body's vocabulary size (the pretraining task's
     own symbols after it, ``<mask>`` or sentinels, are never in fine-tuning inputs)."""
     d = Dictionary(src_dict.symbols[4:])
@@ -127,7 +127,7 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
         if len(src_dict) > vocab:
             raise SeqkitError(f"the data's dictionary ({len(src_dict)} symbols) is larger than the pretrained "
                               f"model's ({vocab}): binarize with seqkit-preprocess vocab_from=<the pretraining checkpoint>")
-        return _build(cfg.body["model"], _body_dictionary(src_dict, vocab))
+        return _build(cfg.body["model"], body_dictionary(src_dict, vocab))
     if not cfg.path:
         raise SeqkitError(f"model {cfg.name} needs model.path=<checkpoint of a pretraining run>")
     sha = ""
@@ -160,7 +160,7 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
     if cfg.scratch:
         log.info("%s: body %s of %s's shape, from random weights (model.scratch=true)", cfg.name,
                  cfg.body["model"]["name"], cfg.path)
-        return _build(cfg.body["model"], _body_dictionary(src_dict, len(pretrain_dict)))
+        return _build(cfg.body["model"], body_dictionary(src_dict, len(pretrain_dict)))
     n_tensors = len(body.state_dict())
     _drop_heads(body)
     if first:
