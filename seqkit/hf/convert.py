@@ -33,8 +33,8 @@ log = logging.getLogger("seqkit.hf")
 IMPORTS = {**{arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES},
            **{arch: (bert, "masked_lm") for arch in bert.ARCHITECTURES},
            **{arch: (electra, "masked_lm") for arch in electra.ARCHITECTURES}}
-# seqkit model name -> family module
-EXPORTS = {"transformer_lm": gpt2, "bert": bert, "electra": electra}
+# seqkit model name -> family module (a fine-tuned body's too)
+EXPORTS = heads.FAMILIES
 NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
                   "elmo": "ELMo"}
 # tokenizer side files kept at import and written back at export
@@ -217,7 +217,7 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
         model = _merged(model, model_cfg)
         vocab = heads.body_vocab(hf, body_dictionary(task.src_dict, model_cfg["body"]["vocab_size"]))
         config, weights = heads.to_hf(model_cfg, model, list(task.labels), vocab, hf.get("architecture", ""))
-        family = heads.FAMILIES[model_cfg["body"]["model"]["name"]]
+        family = EXPORTS[model_cfg["body"]["model"]["name"]]
     else:
         family = EXPORTS[name]
         hf = state.get("hf") or {}

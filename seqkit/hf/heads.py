@@ -19,7 +19,7 @@ from seqkit.errors import SeqkitError
 from seqkit.hf import bert, electra, gpt2
 from seqkit.hf.vocab import VocabMap
 
-FAMILIES = {"bert": bert, "electra": electra, "transformer_lm": gpt2}
+FAMILIES = {"bert": bert, "electra": electra, "transformer_lm": gpt2}  # seqkit model name -> family module
 
 
 def body_variant(body_cfg: Dict[str, Any], imported: str) -> str:
