@@ -109,8 +109,8 @@ def _norm(spec: Any, module: Any) -> None:
 
 
 def _positions(spec: Any, module: Any) -> None:
-    table = module.table if hasattr(module, "table") else module.weight  # (P, C): position p is row p
-    spec.encodings = _np(table)
+    table = module.table if hasattr(module, "table") else module.weight  # (first_row + P, C)
+    spec.encodings = _np(table[module.first_row:])  # position p is row p
 
 
 def _ffn(spec: Any, layer: Any) -> None:
@@ -130,8 +130,11 @@ def transformer_spec(model: Any, src_symbols: list, tgt_symbols: list, specials:
     if type(model).__name__ != "TransformerModel":
         raise SeqkitError(f"CTranslate2 export takes the Transformer encoder-decoder, not {type(model).__name__} "
                           "(seqkit-generate's own engine serves every model)")
+    for key, want in (("embed_layer_norm", False), ("output_bias", False), ("decoder_start", "bos")):
+        if getattr(cfg, key) != want:  # an imported HuggingFace model's switches
+            raise SeqkitError(f"CTranslate2 export takes model.{key}={want} models, not {getattr(cfg, key)}")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
-                  "gelu_tanh": common_spec.Activation.GELUTanh}[cfg.activation]
+                  "gelu_tanh": common_spec.Activation.GELUTanh, "silu": common_spec.Activation.SWISH}[cfg.activation]
     spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.attention_heads,
                                           pre_norm=cfg.normalize_before, activation=activation)
     enc, dec = spec.encoder, spec.decoder

@@ -115,6 +115,8 @@ def pretrained_vocabulary(path: str) -> Tuple[Tokenizer, Dictionary]:
         state = LanguageModelingTask.folder_state(path)
     elif os.path.isfile(path):
         state = checkpoints.load(path).get("task_state") or {}
+        if "src_dict" in state and state["src_dict"] == state.get("tgt_dict"):  # a translation model, one dictionary
+            state = {"dict": state["src_dict"], "tokenizer": state.get("src_tokenizer")}
         if "dict" not in state:
             raise SeqkitError(f"vocab_from={path} is not a pretraining checkpoint (task language_modeling, "
                               "masked_lm or denoising)")

@@ -159,3 +159,88 @@ def make_electra(folder: str, generator: str, lines: List[str]) -> str:
         model.save_pretrained(where)
         fast.save_pretrained(where)
     return folder
+
+
+def _seq2seq_sizes(**config):
+    """A 2+2-layer encoder-decoder's HF settings (d 32, 4 heads, ffn 64), ``config`` on top."""
+    settings = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                    encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+    settings.update(config)
+    return settings
+
+
+def make_bart(folder: str, lines: List[str], eos_bonus: float = 2.0, **config) -> str:
+    """A BartForConditionalGeneration with random weights and a byte-level BPE (<s> <pad> </s> <unk>
+    first, <mask> last), saved in ``folder``; ``eos_bonus`` in final_logits_bias ends some searches."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import BartConfig, BartForConditionalGeneration, BartTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
+    tok.add_special_tokens(["<mask>"])
+    fast = BartTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
+                             unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+    torch.manual_seed(0)
+    settings = _seq2seq_sizes(vocab_size=tok.get_vocab_size(), pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                              decoder_start_token_id=2, forced_bos_token_id=None, **config)
+    model = BartForConditionalGeneration(BartConfig(**settings)).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 0.1)
+        model.final_logits_bias[0, 2] += eos_bonus
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def sentencepiece_model(lines: List[str], vocab_size: int = 200) -> bytes:
+    """A sentencepiece unigram model (bytes) trained on ``lines``."""
+    import io
+
+    import sentencepiece as spm
+
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=out, vocab_size=vocab_size,
+                                   model_type="unigram", character_coverage=1.0, num_threads=1, minloglevel=2,
+                                   hard_vocab_limit=False)
+    return out.getvalue()
+
+
+def make_marian(folder: str, lines: List[str], eos_bonus: float = 2.0, **config) -> str:
+    """A MarianMTModel with random weights and Marian's tokenizer files (source.spm, target.spm,
+    vocab.json: </s> 0, <unk> 1, the pieces of both models, <pad> last), saved in ``folder``."""
+    import json
+
+    import sentencepiece as spm
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    os.makedirs(folder, exist_ok=True)
+    pieces = ["</s>", "<unk>"]
+    for name, half in (("source.spm", lines[::2]), ("target.spm", lines[1::2])):
+        proto = sentencepiece_model(half, 70)
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(proto)
+        sp = spm.SentencePieceProcessor(model_proto=proto)
+        pieces += [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+    vocab = {p: i for i, p in enumerate(dict.fromkeys(pieces))}
+    vocab["<pad>"] = len(vocab)
+    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    tok = MarianTokenizer(os.path.join(folder, "source.spm"), os.path.join(folder, "target.spm"),
+                          os.path.join(folder, "vocab.json"))
+    pad = vocab["<pad>"]
+    torch.manual_seed(0)
+    settings = _seq2seq_sizes(vocab_size=len(vocab), pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0,
+                              forced_eos_token_id=0, bos_token_id=None, scale_embedding=True, activation_function="swish",
+                              **config)
+    model = MarianMTModel(MarianConfig(**settings)).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 0.1)
+        model.final_logits_bias[0, 0] += eos_bonus
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

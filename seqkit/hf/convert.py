@@ -9,7 +9,8 @@ vocabulary map, the tokenizer's side files) that export reads to write the same 
 Everything seqkit does with a checkpoint it then does with this one.
 
 Families (one module each, the key map beside the config map): :mod:`seqkit.hf.gpt2`,
-:mod:`seqkit.hf.bert` (BERT, RoBERTa, ALBERT), :mod:`seqkit.hf.electra`.
+:mod:`seqkit.hf.bert` (BERT, RoBERTa, ALBERT), :mod:`seqkit.hf.electra`, :mod:`seqkit.hf.seq2seq`
+(FSMT, BART, Marian).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
-from seqkit.hf import bert, electra, gpt2, heads
+from seqkit.hf import bert, electra, gpt2, heads, seq2seq
 from seqkit.hf.card import model_card
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
@@ -32,9 +33,10 @@ log = logging.getLogger("seqkit.hf")
 # HF architecture -> (family module, seqkit task)
 IMPORTS = {**{arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES},
            **{arch: (bert, "masked_lm") for arch in bert.ARCHITECTURES},
-           **{arch: (electra, "masked_lm") for arch in electra.ARCHITECTURES}}
+           **{arch: (electra, "masked_lm") for arch in electra.ARCHITECTURES},
+           **{arch: (seq2seq, "translation") for arch in seq2seq.ARCHITECTURES}}
 # seqkit model name -> family module (a fine-tuned body's too)
-EXPORTS = heads.FAMILIES
+EXPORTS = {**heads.FAMILIES, "transformer": seq2seq}
 NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
                   "elmo": "ELMo"}
 # tokenizer side files kept at import and written back at export
@@ -49,6 +51,9 @@ def read_tokenizer(folder: str) -> Tuple[Any, Dict[str, str]]:
 
     tok = HFTokenizer(HFTokenizerConfig())
     path = os.path.join(folder, "tokenizer.json")
+    if not os.path.isfile(path) and os.path.isfile(os.path.join(folder, "source.spm")):  # Marian's
+        marian = seq2seq.MarianTokenizers(folder)
+        return marian, {**_side_files(folder), **{n: marian.raw[n] for n in marian.FILES}}
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             tok.load_json(f.read(), path)
@@ -67,12 +72,16 @@ def read_tokenizer(folder: str) -> Tuple[Any, Dict[str, str]]:
         if not getattr(fast, "is_fast", False):
             raise SeqkitError(f"{folder}: its tokenizer has no tokenizers-library form, which seqkit reads")
         tok.load_json(fast.backend_tokenizer.to_str(), folder)
+    return tok, _side_files(folder)
+
+
+def _side_files(folder: str) -> Dict[str, Any]:
     side = {}
     for name in TOKENIZER_FILES:
         if os.path.isfile(os.path.join(folder, name)):
             with open(os.path.join(folder, name), encoding="utf-8") as f:
                 side[name] = f.read()
-    return tok, side
+    return side
 
 
 def token_of(tok: Any, config: Dict[str, Any], key: str) -> Optional[str]:
@@ -106,6 +115,18 @@ def specials_of(arch: str, config: Dict[str, Any], tok: Any,
         if eos is None:
             raise SeqkitError("config.json names no eos_token_id in the tokenizer's vocabulary")
         return {"</s>": eos}, {}
+    if arch in seq2seq.ARCHITECTURES:  # the config's ids, and the tokenizer's unknown token if it has one
+        specials = {ours: token_of(tok, config, key) for ours, key in (("<pad>", "pad_token_id"), ("<s>", "bos_token_id"),
+                                                                      ("</s>", "eos_token_id"))}
+        if specials["<s>"] == specials["</s>"]:
+            specials["<s>"] = None
+        unk = _named(side, "unk_token", "<unk>")
+        specials["<unk>"] = unk if unk in tok.vocabulary() else None
+        for ours in ("<pad>", "</s>"):
+            if specials[ours] is None:
+                raise SeqkitError(f"config.json names no {'pad' if ours == '<pad>' else 'eos'}_token_id in the "
+                                  "tokenizer's vocabulary")
+        return {k: v for k, v in specials.items() if v is not None}, {}
     # encoders: [CLS] a [SEP] b [SEP] is seqkit's <s> a </s> b </s>
     roberta = arch in bert.ROBERTA
     names = {"<pad>": ("pad_token", "<pad>" if roberta else "[PAD]"), "<s>": ("cls_token", "<s>" if roberta else "[CLS]"),
@@ -130,10 +151,12 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
         raise SeqkitError(f"{folder}: architecture {arch or '(none named)'!r} is not one seqkit imports "
                           f"(it imports {', '.join(sorted(IMPORTS))})")
     family, task_name = IMPORTS[arch]
+    if hasattr(family, "check"):  # a config the family cannot represent: said before anything is read
+        family.check(arch, config)
     tok, side = read_tokenizer(folder)
     weights = read_weights(folder)
     specials, rename = specials_of(arch, config, tok, side)
-    rows = int(config.get("vocab_size", 0))
+    rows = int(config.get("vocab_size") or config.get("tgt_vocab_size") or 0)  # FSMT names its sides
     vocab = VocabMap.from_hf(tok.vocabulary(), rows, specials, rename, last=("<mask>",))
     if generator and family is not electra:
         raise SeqkitError(f"generator= goes with an ELECTRA discriminator, not {arch}")
@@ -147,9 +170,11 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
     model_cfg, model_state = family.to_seqkit(arch, config, weights, vocab, **extra)
     model_cfg = to_plain(MODELS.make_config(model_cfg))
     task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **family.task_settings(model_cfg)}))
+    task_state = (family.task_state(vocab, tok, config) if hasattr(family, "task_state")
+                  else {"dict": vocab.dictionary.state_dict(), "tokenizer": tok.state_dict()})
     state = {"format": checkpoints.FORMAT_VERSION,
              "cfg": {"common": {}, "task": task_cfg, "model": model_cfg},
-             "task_state": {"dict": vocab.dictionary.state_dict(), "tokenizer": tok.state_dict()},
+             "task_state": task_state,
              "model": model_state, "optimizer": None, "scaler": None,
              "train_state": {"epoch": 1, "num_updates": 0, "batch_offset": 0, "best": None, "bad_validations": 0},
              "rng": None,
@@ -221,9 +246,14 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     else:
         family = EXPORTS[name]
         hf = state.get("hf") or {}
-        dictionary = task.src_dict
+        dictionary = task.tgt_dict if family is seq2seq else task.src_dict
         vocab = VocabMap.from_state_dict(dictionary, hf["vocab"]) if hf else VocabMap.identity(dictionary)
-        config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""))
+        if family is seq2seq:  # the source side's map too, and the languages
+            src_vocab = vocab if task.src_dict == dictionary else VocabMap.identity(task.src_dict)
+            config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""), src_vocab,
+                                           (getattr(task, "source_lang", "src"), getattr(task, "target_lang", "tgt")))
+        else:
+            config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""))
     ids = {k: vocab.hf_id(s) for k, s in family.SPECIAL_IDS}
     ids = {k: i for k, i in ids.items() if i >= 0}
     if hf.get("architecture") == config["architectures"][0]:  # an imported model: its other fields as they were
@@ -231,30 +261,43 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     else:
         config.update(ids)
     config["dtype"] = "float32"
-    files = _tokenizer_files(task, hf, path, vocab.dictionary, _post(model_cfg["body"]["model"] if fine_tuned else model_cfg))
+    files = _tokenizer_files(task, hf, path, task.src_dict if family is seq2seq and not fine_tuned else vocab.dictionary,
+                             _post(model_cfg["body"]["model"] if fine_tuned else model_cfg))
     files["README.md"] = model_card(path, state, config)
     subfolders = {}
     if family is electra and not fine_tuned:  # the generator beside the discriminator, in generator/
         gen_config, gen_weights = electra.generator_to_hf(to_plain(model.cfg), model.state_dict(), vocab)
         subfolders["generator"] = ({**gen_config, **ids}, _shared_once(gen_weights))
-    write_folder(output, config, _shared_once(weights), files, overwrite,
-                 generation_config={**ids} if family is gpt2 and not fine_tuned else None,
+    generation = None
+    if not fine_tuned and family is gpt2:
+        generation = {**ids}
+    elif not fine_tuned and family is seq2seq:
+        generation = {**ids, "decoder_start_token_id": config["decoder_start_token_id"]}
+    write_folder(output, config, _shared_once(weights), files, overwrite, generation_config=generation,
                  subfolders=subfolders)
     log.info("exported %s to %s (%s)", path, output, config["architectures"][0])
     return output
 
 
 def _post(model_cfg: Dict[str, Any]) -> str:
-    """What AutoTokenizer wraps a text in for this model: nothing for a language model's prompt, ``<s>
-    a </s>`` for an encoder's input."""
-    return "none" if model_cfg.get("name") == "transformer_lm" else "encoder"
+    """What AutoTokenizer wraps a text in for this model: nothing for a language model's prompt, ``a
+    </s>`` for a translation source, ``<s> a </s>`` for an encoder's input."""
+    return {"transformer_lm": "none", "transformer": "source"}.get(model_cfg.get("name", ""), "encoder")
 
 
 def _tokenizer_files(task: Any, hf: Dict[str, Any], path: str, dictionary: Any = None,
                      post: str = "none") -> Dict[str, Any]:
     """tokenizer.json and its side files: an imported model's own, or seqkit's sentencepiece model
     over ``dictionary`` (:mod:`seqkit.hf.spm`; ``post``: what AutoTokenizer wraps a text in)."""
-    tok = task.tokenizer() if hasattr(task, "tokenizer") else None
+    if task.model_kind == "seq2seq":
+        tok = task.tokenizer("src")
+        if task.tokenizer("tgt") is not None and task.tgt_dict != task.src_dict:
+            log.warning("%s: the target side's tokenizer is not written (an HF folder holds one tokenizer); "
+                        "the source side's is", path)
+    else:
+        tok = task.tokenizer() if hasattr(task, "tokenizer") else None
+    if hf.get("architecture") == seq2seq.MARIAN:  # Marian's own files, as they came
+        return dict(hf.get("tokenizer_files", {}))
     if tok is not None and getattr(tok, "json", ""):
         return {"tokenizer.json": tok.json, **hf.get("tokenizer_files", {})}
     if tok is not None and (getattr(tok, "model_proto", None) or tok.cfg.name == "wordpiece") and dictionary is not None:

@@ -56,7 +56,7 @@ class VocabMap:
             if i in taken:
                 continue
             token = tokens[i] if i < len(tokens) else None
-            if token is None:
+            while token is None or token in index and index[token] != i:  # a name no token has
                 token, filler = f"madeupword{filler:04d}", filler + 1
             symbols.append(rename.get(token, token))
             ids.append(i)

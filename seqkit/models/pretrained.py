@@ -60,8 +60,9 @@ POOLINGS = ("auto", "first", "last", "mean", "max")
 @dataclass
 class PretrainedClassifierConfig:
     name: str = arg("pretrained_classifier", "registry name")
-    path: str = arg("", "checkpoint of a pretraining run (task language_modeling, masked_lm or denoising) whose "
-                        "model becomes the body; read once, at the first build")
+    path: str = arg("", "checkpoint of a pretraining run (task language_modeling, masked_lm, denoising, or a "
+                        "translation model with one dictionary) whose model becomes the body; read once, at the "
+                        "first build")
     pooling: str = arg("auto", "how a sentence's vector is read from the body's outputs: auto (the body's own: "
                                "first for BERT/ELECTRA, last for GPT/LSTM LM/BART, mean for ELMo), first, last, mean, "
                                "max", choices=POOLINGS)

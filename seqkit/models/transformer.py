@@ -20,7 +20,7 @@ from seqkit.errors import SeqkitError
 from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
-from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.positions import SINUSOIDS, LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length
 from seqkit.models.modules.transformer_layers import ACTIVATIONS, DecoderLayer, EncoderLayer
 from seqkit.registry import MODELS
@@ -37,15 +37,28 @@ class TransformerConfig:
     dropout: float = arg(0.1, "dropout on embeddings and residual branches", ge=0, lt=1)
     attention_dropout: float = arg(0.0, "dropout on attention weights", ge=0, lt=1)
     activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
-    activation: str = arg("relu", "feed-forward activation: relu, gelu or gelu_tanh (tanh approximation, GPT-2's)",
+    activation: str = arg("relu", "feed-forward activation: relu, gelu, gelu_tanh (tanh approximation, GPT-2's) or "
+                                  "silu (Marian's swish)",
                           choices=tuple(ACTIVATIONS))
     normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block) instead of post-norm")
     learned_positions: bool = arg(False, "learned position embeddings instead of sinusoids")
+    sinusoids: str = arg("tensor2tensor", "sinusoid frequencies 10000^(-i/d): tensor2tensor (d = C/2 - 1; fairseq's) or "
+                                          "vaswani (d = C/2; Marian's)", choices=SINUSOIDS)
+    position_offset: int = arg(0, "table rows before position 0's (BART's learned tables and fairseq's sinusoids "
+                                  "start at row 2, after the padding index)", ge=0)
+    embed_layer_norm: bool = arg(False, "a LayerNorm over embeddings + positions in the encoder and decoder (BART's "
+                                        "layernorm_embedding)")
     max_source_positions: int = arg(1024, "longest source (tokens, eos included)", gt=0)
     max_target_positions: int = arg(1024, "longest target (tokens, eos included)", gt=0)
     share_all_embeddings: bool = arg(False, "one embedding matrix for source, target and output (needs a joined dictionary)")
     share_decoder_input_output_embed: bool = arg(True, "tie the decoder's input embedding and output projection")
     no_scale_embedding: bool = arg(False, "do not multiply embeddings by sqrt(embed_dim)")
+    output_bias: bool = arg(False, "a fixed (not trained) bias on the output logits (BART's and Marian's "
+                                   "final_logits_bias; -inf at the symbols an imported vocabulary lacks)")
+    decoder_start: str = arg("bos", "the token the decoder reads first: bos (seqkit's), eos (fairseq's and BART's) or "
+                                    "pad (Marian's and T5's); tasks and search start targets with <s>, the model "
+                                    "reads this in its place", choices=("bos", "eos", "pad"))
+    layer_norm_eps: float = arg(1e-5, "epsilon added to the variance in every LayerNorm", gt=0)
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -96,27 +109,37 @@ class TransformerModel(EncoderDecoderModel):
         super().__init__()
         self.cfg = cfg
         C, pad = cfg.embed_dim, src_dict.pad()
-        self.pad, self.eos = pad, tgt_dict.eos()
+        self.pad, self.bos, self.eos = pad, tgt_dict.bos(), tgt_dict.eos()
+        self.start = {"eos": self.eos, "pad": tgt_dict.pad(), "bos": tgt_dict.bos()}[cfg.decoder_start]
         if cfg.share_all_embeddings and src_dict != tgt_dict:
             raise SeqkitError("model.share_all_embeddings=true needs a joined dictionary (seqkit-preprocess joined_dictionary=true)")
         self.src_embed = _embedding(len(src_dict), C, pad)
         self.tgt_embed = self.src_embed if cfg.share_all_embeddings else _embedding(len(tgt_dict), C, pad)
         self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(C)
-        pos = LearnedPositions if cfg.learned_positions else SinusoidalPositions
-        self.src_pos = pos(cfg.max_source_positions, C)
-        self.tgt_pos = pos(cfg.max_target_positions, C)
+        if cfg.learned_positions:
+            self.src_pos = LearnedPositions(cfg.max_source_positions, C, cfg.position_offset)
+            self.tgt_pos = LearnedPositions(cfg.max_target_positions, C, cfg.position_offset)
+        else:
+            self.src_pos = SinusoidalPositions(cfg.max_source_positions, C, cfg.position_offset, cfg.sinusoids)
+            self.tgt_pos = SinusoidalPositions(cfg.max_target_positions, C, cfg.position_offset, cfg.sinusoids)
+        impl, eps = cfg.layer_norm_impl, cfg.layer_norm_eps
+        self.src_embed_norm = layer_norm(C, impl, eps) if cfg.embed_layer_norm else nn.Identity()
+        self.tgt_embed_norm = layer_norm(C, impl, eps) if cfg.embed_layer_norm else nn.Identity()
         layer_args = (C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
-                      cfg.activation_dropout, cfg.activation, cfg.normalize_before, cfg.layer_norm_impl)
+                      cfg.activation_dropout, cfg.activation, cfg.normalize_before, impl, eps)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.decoder_layers))
         # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
-        self.encoder_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
-        self.decoder_norm = layer_norm(C, cfg.layer_norm_impl) if cfg.normalize_before else nn.Identity()
+        self.encoder_norm = layer_norm(C, impl, eps) if cfg.normalize_before else nn.Identity()
+        self.decoder_norm = layer_norm(C, impl, eps) if cfg.normalize_before else nn.Identity()
         if cfg.share_decoder_input_output_embed or cfg.share_all_embeddings:
             self.output_proj = None
         else:
             self.output_proj = nn.Linear(C, len(tgt_dict), bias=False)
             nn.init.normal_(self.output_proj.weight, mean=0.0, std=C**-0.5)
+        # a fixed bias ``(V,)`` on the logits, saved and never trained (set by the HuggingFace importer)
+        self.output_bias: Optional[torch.Tensor]
+        self.register_buffer("output_bias", torch.zeros(len(tgt_dict)) if cfg.output_bias else None)
 
     @classmethod
     def build(cls, cfg: TransformerConfig, src_dict: Dictionary, tgt_dict: Dictionary) -> "TransformerModel":
@@ -135,7 +158,7 @@ class TransformerModel(EncoderDecoderModel):
         if S > self.cfg.max_source_positions:
             raise SeqkitError(f"source of {S} tokens exceeds model.max_source_positions={self.cfg.max_source_positions}")
         x = insert_prefix(self.embed_scale * self.src_embed(src_tokens), prefix) + self.src_pos(S)  # (B, S, C)
-        x = dropout(x, self.cfg.dropout, self.training)
+        x = dropout(self.src_embed_norm(x), self.cfg.dropout, self.training)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(B, k, dtype=torch.bool))  # (B, S)
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
@@ -154,8 +177,10 @@ class TransformerModel(EncoderDecoderModel):
 
     def _project(self, x: torch.Tensor) -> torch.Tensor:
         if self.output_proj is None:  # tied to the target embeddings
-            return F.linear(x, self.tgt_embed.weight)  # (..., V)
-        return self.output_proj(x)  # (..., V)
+            logits = F.linear(x, self.tgt_embed.weight)  # (..., V)
+        else:
+            logits = self.output_proj(x)  # (..., V)
+        return logits if self.output_bias is None else logits + self.output_bias.to(logits.dtype)
 
     def untie_output(self) -> None:
         """For inference-time rewrites (``quantize=int8``): a tied output projection becomes an
@@ -166,8 +191,10 @@ class TransformerModel(EncoderDecoderModel):
             self.output_proj.weight = self.tgt_embed.weight
 
     def _embed_target(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
+        if offset == 0 and self.start != self.bos:  # targets start with <s>; this model reads its own start token
+            tokens = torch.cat([tokens.new_full((tokens.size(0), 1), self.start), tokens[:, 1:]], dim=1)
         x = self.embed_scale * self.tgt_embed(tokens) + self.tgt_pos(tokens.size(1), offset)
-        return dropout(x, self.cfg.dropout, self.training)
+        return dropout(self.tgt_embed_norm(x), self.cfg.dropout, self.training)
 
     def decoder_features(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
         """The last decoder layer's normalized output ``(B, T, C)``."""
@@ -209,7 +236,8 @@ class TransformerModel(EncoderDecoderModel):
         dec = layer_prefixes("decoder_layers", len(self.decoder_layers))
         enc[-1].append("encoder_norm")
         dec[-1].append("decoder_norm")
-        return groups_by_prefix(self, [["src_embed", "tgt_embed", "src_pos", "tgt_pos"]] + enc + dec)
+        return groups_by_prefix(self, [["src_embed", "tgt_embed", "src_pos", "tgt_pos", "src_embed_norm", "tgt_embed_norm"]]
+                                + enc + dec)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
         """Cross-attention keys/values and the source mask once per sentence (``static:``), the

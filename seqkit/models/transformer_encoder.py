@@ -48,7 +48,8 @@ class TransformerEncoderConfig:
     dropout: float = arg(0.1, "dropout on embeddings, residual branches and in the head", ge=0, lt=1)
     attention_dropout: float = arg(0.1, "dropout on attention weights", ge=0, lt=1)
     activation_dropout: float = arg(0.0, "dropout after the feed-forward activation", ge=0, lt=1)
-    activation: str = arg("gelu", "feed-forward activation: relu, gelu or gelu_tanh (tanh approximation, GPT-2's)",
+    activation: str = arg("gelu", "feed-forward activation: relu, gelu, gelu_tanh (tanh approximation, GPT-2's) or "
+                                  "silu (Marian's swish)",
                           choices=tuple(ACTIVATIONS))
     normalize_before: bool = arg(False, "pre-norm (LayerNorm before each block, one after the last) instead of post-norm")
     learned_positions: bool = arg(True, "learned position embeddings instead of sinusoids")

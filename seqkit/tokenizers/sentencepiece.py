@@ -7,6 +7,7 @@ checkpoint or ``tokenizer.LANG.pt`` loads under ``torch.load(weights_only=True)`
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
@@ -31,6 +32,9 @@ class SentencePieceConfig:
         "identity", "text normalization: identity keeps text exact (decode inverts encode), or nmt_nfkc",
         choices=("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
     )
+    special_tokens: List[str] = arg(help="strings kept whole where a text spells them, the rest around them "
+                                         "encoded apart (HuggingFace's added tokens: an imported Marian model's "
+                                         "</s> <unk> <pad>)", factory=list)
 
 
 @dataclass
@@ -89,7 +93,16 @@ class SentencePieceTokenizer(Tokenizer):
         return self._sp
 
     def encode(self, line: str) -> List[str]:
-        return self._processor().encode(line, out_type=str)
+        sp = self._processor()
+        if not self.cfg.special_tokens:
+            return sp.encode(line, out_type=str)
+        pieces: List[str] = []
+        for chunk in re.split("(" + "|".join(map(re.escape, self.cfg.special_tokens)) + ")", line):
+            if chunk in self.cfg.special_tokens:
+                pieces.append(chunk)
+            elif chunk:
+                pieces += sp.encode(chunk, out_type=str)
+        return pieces
 
     def decode(self, pieces: Sequence[str]) -> str:
         # Joining by hand (as sentencepiece does for plain pieces) keeps pieces outside the model,

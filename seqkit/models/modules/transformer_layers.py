@@ -18,8 +18,8 @@ from seqkit.models.modules.norm import layer_norm
 
 KV = Tuple[torch.Tensor, torch.Tensor]
 # feed-forward activations by config name; gelu_tanh is GPT-2's and BERT-TF's tanh approximation
-# (HuggingFace's gelu_new / gelu_pytorch_tanh)
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": functools.partial(F.gelu, approximate="tanh")}
+# (HuggingFace's gelu_new / gelu_pytorch_tanh); silu is Marian's "swish"
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": functools.partial(F.gelu, approximate="tanh"), "silu": F.silu}
 
 
 class FeedForward(nn.Module):
