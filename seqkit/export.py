@@ -130,7 +130,9 @@ def transformer_spec(model: Any, src_symbols: list, tgt_symbols: list, specials:
     if type(model).__name__ != "TransformerModel":
         raise SeqkitError(f"CTranslate2 export takes the Transformer encoder-decoder, not {type(model).__name__} "
                           "(seqkit-generate's own engine serves every model)")
-    for key, want in (("embed_layer_norm", False), ("output_bias", False), ("decoder_start", "bos")):
+    for key, want in (("embed_layer_norm", False), ("output_bias", False), ("decoder_start", "bos"),
+                      ("relative_buckets", 0), ("rms_norm", False), ("bias", True), ("scale_attention", True),
+                      ("head_dim", 0), ("gated_ffn", False), ("scale_output", False)):
         if getattr(cfg, key) != want:  # an imported HuggingFace model's switches
             raise SeqkitError(f"CTranslate2 export takes model.{key}={want} models, not {getattr(cfg, key)}")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,

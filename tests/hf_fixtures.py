@@ -244,3 +244,38 @@ def make_marian(folder: str, lines: List[str], eos_bonus: float = 2.0, **config)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+def make_t5(folder: str, lines: List[str], eos_bonus: float = 8.0, **config) -> str:
+    """A T5ForConditionalGeneration (2+2 layers, d 32, 4 heads of d_kv 8, 8 relative buckets) with
+    random weights and a sentencepiece unigram tokenizer (<pad> 0, </s> 1, <unk> 2, as T5's), saved
+    in ``folder``. ``eos_bonus``: the end token's output row is moved towards the decoder's mean
+    output, so that searches end before their length limit."""
+    import io
+
+    import sentencepiece as spm
+    from transformers import T5Config, T5ForConditionalGeneration, T5TokenizerFast
+
+    os.makedirs(folder, exist_ok=True)
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=out, vocab_size=70, model_type="unigram",
+                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, num_threads=1, minloglevel=2,
+                                   hard_vocab_limit=False)
+    with open(os.path.join(folder, "spiece.model"), "wb") as f:
+        f.write(out.getvalue())
+    tok = T5TokenizerFast(vocab_file=os.path.join(folder, "spiece.model"), extra_ids=0)
+    settings = dict(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+                    relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj="relu",
+                    pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    settings.update(config)
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(T5Config(**settings)).eval()
+    with torch.no_grad():  # the decoder's mean output direction, from a few random inputs
+        ids = torch.randint(3, len(tok), (8, 10))
+        h = model(input_ids=ids, decoder_input_ids=ids, output_hidden_states=True).decoder_hidden_states[-1]
+        mean = h.mean(dim=(0, 1))
+        scale = model.config.d_model**0.5 if model.config.scale_decoder_outputs else 1.0  # v1.0 scales h by d^-0.5
+        model.lm_head.weight[1] += scale * eos_bonus * mean / mean.dot(mean)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

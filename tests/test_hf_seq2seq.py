@@ -1,4 +1,5 @@
-"""HuggingFace encoder-decoders in and out (seqkit.hf.seq2seq): tiny BART and Marian models built by
+"""HuggingFace encoder-decoders in and out (seqkit.hf.seq2seq, seqkit.hf.t5): tiny BART, Marian and T5
+(v1.0: ReLU, tied, scaled output; v1.1: gated GELU, d_kv * heads != d_model, its own lm_head) models built by
 ``transformers`` imported and compared (logits, greedy and beam search, tokenization), exported
 back bit for bit; a seqkit-trained Transformer exported as FSMT and compared the same way."""
 
@@ -11,21 +12,38 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from hf_fixtures import make_bart, make_marian, shared_lines, toy_english  # noqa: E402
+from hf_fixtures import make_bart, make_marian, make_t5, shared_lines, toy_english  # noqa: E402
 from test_bad_input import assert_one_line_error  # noqa: E402
 
 from seqkit.cli.export import main as export_cli  # noqa: E402
 
-CLASSES = {"bart": "BartForConditionalGeneration", "marian": "MarianMTModel", "fsmt": "FSMTForConditionalGeneration"}
+CLASSES = {"bart": "BartForConditionalGeneration", "marian": "MarianMTModel", "fsmt": "FSMTForConditionalGeneration",
+           "t5": "T5ForConditionalGeneration", "t5_v11": "T5ForConditionalGeneration"}
 
 
-@pytest.fixture(scope="module", params=["bart", "marian"])
+def make_t5_v11(folder, lines):
+    """T5 v1.1's shape: gated GELU, unscaled output, d_kv 16 (4 x 16 != d_model 32), and an lm_head
+    of its own (written beside ``shared``: transformers then unties them)."""
+    from safetensors.torch import load_file, save_file
+
+    make_t5(folder, lines, feed_forward_proj="gated-gelu", tie_word_embeddings=False, d_kv=16)
+    weights = load_file(os.path.join(folder, "model.safetensors"))
+    torch.manual_seed(1)
+    weights["lm_head.weight"] = weights["shared.weight"] + 0.1 * torch.randn_like(weights["shared.weight"])
+    save_file(weights, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    config = json.load(open(os.path.join(folder, "config.json")))
+    config["tie_word_embeddings"] = False
+    json.dump(config, open(os.path.join(folder, "config.json"), "w"), indent=2)
+    return folder
+
+
+@pytest.fixture(scope="module", params=["bart", "marian", "t5", "t5_v11"])
 def imported(request, tmp_path_factory):
     """(kind, HF folder, imported seqkit checkpoint)."""
     from seqkit.hf.convert import import_folder
 
     root = tmp_path_factory.mktemp(request.param)
-    make = make_bart if request.param == "bart" else make_marian
+    make = {"bart": make_bart, "marian": make_marian, "t5": make_t5, "t5_v11": make_t5_v11}[request.param]
     folder = make(str(root / "hf"), toy_english())
     return request.param, folder, import_folder(folder, str(root / "model.pt"))
 
@@ -118,6 +136,8 @@ def _searches_agree(kind, folder, path, beam, lines, expect_finished, limit=12):
         while theirs and theirs[-1] == ids[task.tgt_dict.pad()]:  # a finished beam padded out
             theirs.pop()
         finished += len(theirs) <= limit
+        if len(theirs) == limit + 1 and theirs[-1] != ids[task.tgt_dict.eos()]:  # T5 names no forced eos:
+            ours, theirs = ours[:-1], theirs[:-1]  # at the limit HF stops, seqkit ends with eos
         assert ours == theirs, line
     assert finished >= expect_finished  # most searches end on their own, not at the length limit
 

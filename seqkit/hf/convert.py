@@ -10,7 +10,7 @@ Everything seqkit does with a checkpoint it then does with this one.
 
 Families (one module each, the key map beside the config map): :mod:`seqkit.hf.gpt2`,
 :mod:`seqkit.hf.bert` (BERT, RoBERTa, ALBERT), :mod:`seqkit.hf.electra`, :mod:`seqkit.hf.seq2seq`
-(FSMT, BART, Marian).
+(FSMT, BART, Marian), :mod:`seqkit.hf.t5`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
-from seqkit.hf import bert, electra, gpt2, heads, seq2seq
+from seqkit.hf import bert, electra, gpt2, heads, seq2seq, t5
 from seqkit.hf.card import model_card
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
 from seqkit.hf.vocab import VocabMap
@@ -34,7 +34,8 @@ log = logging.getLogger("seqkit.hf")
 IMPORTS = {**{arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES},
            **{arch: (bert, "masked_lm") for arch in bert.ARCHITECTURES},
            **{arch: (electra, "masked_lm") for arch in electra.ARCHITECTURES},
-           **{arch: (seq2seq, "translation") for arch in seq2seq.ARCHITECTURES}}
+           **{arch: (seq2seq, "translation") for arch in seq2seq.ARCHITECTURES},
+           **{arch: (t5, "translation") for arch in t5.ARCHITECTURES}}
 # seqkit model name -> family module (a fine-tuned body's too)
 EXPORTS = {**heads.FAMILIES, "transformer": seq2seq}
 NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
@@ -115,7 +116,7 @@ def specials_of(arch: str, config: Dict[str, Any], tok: Any,
         if eos is None:
             raise SeqkitError("config.json names no eos_token_id in the tokenizer's vocabulary")
         return {"</s>": eos}, {}
-    if arch in seq2seq.ARCHITECTURES:  # the config's ids, and the tokenizer's unknown token if it has one
+    if arch in seq2seq.ARCHITECTURES + t5.ARCHITECTURES:  # the config's ids, and the tokenizer's unknown token if it has one
         specials = {ours: token_of(tok, config, key) for ours, key in (("<pad>", "pad_token_id"), ("<s>", "bos_token_id"),
                                                                       ("</s>", "eos_token_id"))}
         if specials["<s>"] == specials["</s>"]:
@@ -250,8 +251,15 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
         vocab = VocabMap.from_state_dict(dictionary, hf["vocab"]) if hf else VocabMap.identity(dictionary)
         if family is seq2seq:  # the source side's map too, and the languages
             src_vocab = vocab if task.src_dict == dictionary else VocabMap.identity(task.src_dict)
-            config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""), src_vocab,
-                                           (getattr(task, "source_lang", "src"), getattr(task, "target_lang", "tgt")))
+            if model_cfg.get("relative_buckets"):  # T5's relative positions: T5's class
+                if src_vocab is not vocab:
+                    raise SeqkitError("T5ForConditionalGeneration has one vocabulary; this model has two dictionaries")
+                family = t5
+                config, weights = t5.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""))
+            else:
+                config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""),
+                                               src_vocab, (getattr(task, "source_lang", "src"),
+                                                           getattr(task, "target_lang", "tgt")))
         else:
             config, weights = family.to_hf(model_cfg, model.state_dict(), vocab, hf.get("architecture", ""))
     ids = {k: vocab.hf_id(s) for k, s in family.SPECIAL_IDS}
@@ -261,7 +269,8 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     else:
         config.update(ids)
     config["dtype"] = "float32"
-    files = _tokenizer_files(task, hf, path, task.src_dict if family is seq2seq and not fine_tuned else vocab.dictionary,
+    seq2seq_model = family in (seq2seq, t5) and not fine_tuned
+    files = _tokenizer_files(task, hf, path, task.src_dict if seq2seq_model else vocab.dictionary,
                              _post(model_cfg["body"]["model"] if fine_tuned else model_cfg))
     files["README.md"] = model_card(path, state, config)
     subfolders = {}
@@ -271,7 +280,7 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     generation = None
     if not fine_tuned and family is gpt2:
         generation = {**ids}
-    elif not fine_tuned and family is seq2seq:
+    elif not fine_tuned and family in (seq2seq, t5):
         generation = {**ids, "decoder_start_token_id": config["decoder_start_token_id"]}
     write_folder(output, config, _shared_once(weights), files, overwrite, generation_config=generation,
                  subfolders=subfolders)

@@ -255,16 +255,16 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, 
         src = state.pop("src_embed.weight")
         tgt = state.pop("tgt_embed.weight", src)
         proj = state.pop("output_proj.weight", tgt)
-        tie = cfg["share_all_embeddings"]  # FSMT ties all three or none
+        tie = cfg["share_all_embeddings"] and cfg["share_decoder_input_output_embed"]  # FSMT ties all three or none
         # tied: stored once, under the name FSMT saves (the decoder's); else a tensor each
         out["model.decoder.embed_tokens.weight"] = vocab.to_hf(tgt)
         for name, value, v in (("model.encoder.embed_tokens.weight", src, src_vocab),
                                ("model.decoder.output_projection.weight", proj, vocab)):
             out[name] = out["model.decoder.embed_tokens.weight"] if tie else v.to_hf(value)
     else:
-        if not cfg["share_all_embeddings"]:
-            raise SeqkitError(f"{arch} ties its embeddings and output layer; this model does not "
-                              "(model.share_all_embeddings=false)")
+        for key in ("share_all_embeddings", "share_decoder_input_output_embed"):
+            if not cfg[key]:
+                raise SeqkitError(f"{arch} ties its embeddings and output layer; this model does not (model.{key}=false)")
         shared = vocab.to_hf(state.pop("src_embed.weight"))
         state.pop("tgt_embed.weight", None)
         for name in ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",

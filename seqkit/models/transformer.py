@@ -19,10 +19,10 @@ from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.dropout import dropout
-from seqkit.models.modules.norm import layer_norm
-from seqkit.models.modules.positions import SINUSOIDS, LearnedPositions, SinusoidalPositions
+from seqkit.models.modules.norm import norm
+from seqkit.models.modules.positions import SINUSOIDS, LearnedPositions, RelativePositionBias, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length
-from seqkit.models.modules.transformer_layers import ACTIVATIONS, DecoderLayer, EncoderLayer
+from seqkit.models.modules.transformer_layers import ACTIVATIONS, DecoderLayer, EncoderLayer, LayerVariant
 from seqkit.registry import MODELS
 
 
@@ -50,7 +50,8 @@ class TransformerConfig:
                                         "layernorm_embedding)")
     max_source_positions: int = arg(1024, "longest source (tokens, eos included)", gt=0)
     max_target_positions: int = arg(1024, "longest target (tokens, eos included)", gt=0)
-    share_all_embeddings: bool = arg(False, "one embedding matrix for source, target and output (needs a joined dictionary)")
+    share_all_embeddings: bool = arg(False, "one embedding matrix for source and target, and the output with "
+                                            "share_decoder_input_output_embed (needs a joined dictionary)")
     share_decoder_input_output_embed: bool = arg(True, "tie the decoder's input embedding and output projection")
     no_scale_embedding: bool = arg(False, "do not multiply embeddings by sqrt(embed_dim)")
     output_bias: bool = arg(False, "a fixed (not trained) bias on the output logits (BART's and Marian's "
@@ -59,6 +60,16 @@ class TransformerConfig:
                                     "pad (Marian's and T5's); tasks and search start targets with <s>, the model "
                                     "reads this in its place", choices=("bos", "eos", "pad"))
     layer_norm_eps: float = arg(1e-5, "epsilon added to the variance in every LayerNorm", gt=0)
+    rms_norm: bool = arg(False, "RMS norms without bias instead of LayerNorm (T5's)")
+    bias: bool = arg(True, "biases on the attention and feed-forward projections (T5 has none)")
+    scale_attention: bool = arg(True, "divide attention scores by sqrt(head_dim) (T5 folds it into its weights)")
+    head_dim: int = arg(0, "dimension of each attention head (0: embed_dim / attention_heads; T5's d_kv)", ge=0)
+    gated_ffn: bool = arg(False, "gated feed-forward: act(x W0) * (x W1) (T5 v1.1's gated GELU)")
+    relative_buckets: int = arg(0, "T5's relative positions instead of position embeddings: this many distance "
+                                   "buckets of a learned per-head bias on the attention scores (0: none)", ge=0)
+    relative_max_distance: int = arg(128, "relative positions: the distance the last bucket starts at", gt=1)
+    scale_output: bool = arg(False, "multiply the decoder's output by embed_dim^-0.5 before the output projection "
+                                    "(T5 with tied embeddings)")
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
 
@@ -116,23 +127,32 @@ class TransformerModel(EncoderDecoderModel):
         self.src_embed = _embedding(len(src_dict), C, pad)
         self.tgt_embed = self.src_embed if cfg.share_all_embeddings else _embedding(len(tgt_dict), C, pad)
         self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(C)
-        if cfg.learned_positions:
+        self.src_pos: Optional[nn.Module]
+        self.tgt_pos: Optional[nn.Module]
+        self.src_rel = self.tgt_rel = None
+        if cfg.relative_buckets:  # no position embeddings: a bias on each stack's attention scores
+            self.src_pos = self.tgt_pos = None
+            self.src_rel = RelativePositionBias(cfg.relative_buckets, cfg.relative_max_distance, cfg.attention_heads, True)
+            self.tgt_rel = RelativePositionBias(cfg.relative_buckets, cfg.relative_max_distance, cfg.attention_heads, False)
+        elif cfg.learned_positions:
             self.src_pos = LearnedPositions(cfg.max_source_positions, C, cfg.position_offset)
             self.tgt_pos = LearnedPositions(cfg.max_target_positions, C, cfg.position_offset)
         else:
             self.src_pos = SinusoidalPositions(cfg.max_source_positions, C, cfg.position_offset, cfg.sinusoids)
             self.tgt_pos = SinusoidalPositions(cfg.max_target_positions, C, cfg.position_offset, cfg.sinusoids)
-        impl, eps = cfg.layer_norm_impl, cfg.layer_norm_eps
-        self.src_embed_norm = layer_norm(C, impl, eps) if cfg.embed_layer_norm else nn.Identity()
-        self.tgt_embed_norm = layer_norm(C, impl, eps) if cfg.embed_layer_norm else nn.Identity()
+        impl, eps, rms = cfg.layer_norm_impl, cfg.layer_norm_eps, cfg.rms_norm
+        self.src_embed_norm = norm(C, impl, eps, rms) if cfg.embed_layer_norm else nn.Identity()
+        self.tgt_embed_norm = norm(C, impl, eps, rms) if cfg.embed_layer_norm else nn.Identity()
+        variant = LayerVariant(rms_norm=rms, bias=cfg.bias, scaled=cfg.scale_attention, head_dim=cfg.head_dim,
+                               gated=cfg.gated_ffn)
         layer_args = (C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
-                      cfg.activation_dropout, cfg.activation, cfg.normalize_before, impl, eps)
+                      cfg.activation_dropout, cfg.activation, cfg.normalize_before, impl, eps, variant)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.decoder_layers))
         # pre-norm stacks end with a LayerNorm; post-norm layers already end normalized
-        self.encoder_norm = layer_norm(C, impl, eps) if cfg.normalize_before else nn.Identity()
-        self.decoder_norm = layer_norm(C, impl, eps) if cfg.normalize_before else nn.Identity()
-        if cfg.share_decoder_input_output_embed or cfg.share_all_embeddings:
+        self.encoder_norm = norm(C, impl, eps, rms) if cfg.normalize_before else nn.Identity()
+        self.decoder_norm = norm(C, impl, eps, rms) if cfg.normalize_before else nn.Identity()
+        if cfg.share_decoder_input_output_embed:
             self.output_proj = None
         else:
             self.output_proj = nn.Linear(C, len(tgt_dict), bias=False)
@@ -157,13 +177,16 @@ class TransformerModel(EncoderDecoderModel):
         B, S = src_tokens.size(0), src_tokens.size(1) + k
         if S > self.cfg.max_source_positions:
             raise SeqkitError(f"source of {S} tokens exceeds model.max_source_positions={self.cfg.max_source_positions}")
-        x = insert_prefix(self.embed_scale * self.src_embed(src_tokens), prefix) + self.src_pos(S)  # (B, S, C)
+        x = insert_prefix(self.embed_scale * self.src_embed(src_tokens), prefix)  # (B, S, C)
+        if self.src_pos is not None:
+            x = x + self.src_pos(S)
         x = dropout(self.src_embed_norm(x), self.cfg.dropout, self.training)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(B, k, dtype=torch.bool))  # (B, S)
         # a batch without padding needs no mask, which lets SDPA take its fastest path
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+        bias = self.src_rel(S, S) if self.src_rel is not None else None  # (1, H, S, S)
         for layer in self.encoder_layers:
-            x = layer(x, mask)
+            x = layer(x, mask, bias)
         return {"out": self.encoder_norm(x), "keep": keep}
 
     # -- decoder ---------------------------------------------------------------------------
@@ -176,6 +199,8 @@ class TransformerModel(EncoderDecoderModel):
         return self._project(self.decoder_norm(x))
 
     def _project(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cfg.scale_output:
+            x = x * self.cfg.embed_dim**-0.5
         if self.output_proj is None:  # tied to the target embeddings
             logits = F.linear(x, self.tgt_embed.weight)  # (..., V)
         else:
@@ -193,7 +218,9 @@ class TransformerModel(EncoderDecoderModel):
     def _embed_target(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
         if offset == 0 and self.start != self.bos:  # targets start with <s>; this model reads its own start token
             tokens = torch.cat([tokens.new_full((tokens.size(0), 1), self.start), tokens[:, 1:]], dim=1)
-        x = self.embed_scale * self.tgt_embed(tokens) + self.tgt_pos(tokens.size(1), offset)
+        x = self.embed_scale * self.tgt_embed(tokens)
+        if self.tgt_pos is not None:
+            x = x + self.tgt_pos(tokens.size(1), offset)
         return dropout(self.tgt_embed_norm(x), self.cfg.dropout, self.training)
 
     def decoder_features(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
@@ -203,8 +230,9 @@ class TransformerModel(EncoderDecoderModel):
             raise SeqkitError(f"target of {T} tokens exceeds model.max_target_positions={self.cfg.max_target_positions}")
         x = self._embed_target(prev_output_tokens, 0)  # (B, T, C)
         mask = self._memory_mask(enc)
+        bias = self.tgt_rel(T, T) if self.tgt_rel is not None else None  # (1, H, T, T)
         for layer in self.decoder_layers:
-            x, _, _ = layer(x, mask, memory=enc["out"])
+            x, _, _ = layer(x, mask, memory=enc["out"], self_bias=bias)
         return self.decoder_norm(x)
 
     def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
@@ -236,7 +264,8 @@ class TransformerModel(EncoderDecoderModel):
         dec = layer_prefixes("decoder_layers", len(self.decoder_layers))
         enc[-1].append("encoder_norm")
         dec[-1].append("decoder_norm")
-        return groups_by_prefix(self, [["src_embed", "tgt_embed", "src_pos", "tgt_pos", "src_embed_norm", "tgt_embed_norm"]]
+        return groups_by_prefix(self, [["src_embed", "tgt_embed", "src_pos", "tgt_pos", "src_rel", "tgt_rel", "src_embed_norm",
+                                  "tgt_embed_norm"]]
                                 + enc + dec)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:
@@ -292,11 +321,12 @@ class TransformerModel(EncoderDecoderModel):
         mask = None if bool(keep.all()) else keep[:, None, None, :]  # (G, 1, 1, S)
         order = cache.pop("order", None)  # (B,) row of the cached keys/values each row continues
         x = self._embed_target(tokens, step)  # (B, 1, C)
+        bias = self.tgt_rel(1, step + 1, step) if self.tgt_rel is not None else None  # (1, H, 1, step + 1)
         attn = None
         for i, layer in enumerate(self.decoder_layers):
             self_kv = (cache[f"{i}.k"], cache[f"{i}.v"]) if step > 0 else None
             cross_kv = (cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"])
-            x, (k, v), weights = layer(x, mask, cross_kv, self_kv, order, need_weights=i == attn_layer)
+            x, (k, v), weights = layer(x, mask, cross_kv, self_kv, order, need_weights=i == attn_layer, self_bias=bias)
             cache[f"{i}.k"], cache[f"{i}.v"] = k, v  # (B, H, step + 1, D)
             if weights is not None:
                 attn = weights[:, 0]  # (B, S)

@@ -15,28 +15,37 @@ from torch import nn
 class MultiheadAttention(nn.Module):
     """Self-attention (one fused q/k/v projection) or cross-attention (q and a fused k/v projection)."""
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, self_attention: bool = True):
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, self_attention: bool = True,
+                 head_dim: int = 0, bias: bool = True, scaled: bool = True):
+        """``head_dim``: D (0: C // H; T5's d_kv may make H * D differ from C); ``bias``: biases on
+        the projections (T5 has none); ``scaled``: scores divided by sqrt(D) (T5 folds that into its
+        initialization)."""
         super().__init__()
-        if embed_dim % num_heads:
+        if not head_dim and embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
-        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim or embed_dim // num_heads
+        inner = num_heads * self.head_dim  # H * D
+        self.scale = self.head_dim**-0.5 if scaled else 1.0
+        self.sdpa_scale = None if scaled else 1.0  # None: SDPA's own 1 / sqrt(D)
         self.dropout = dropout
         self.self_attention = self_attention
         if self_attention:
-            self.qkv_proj = nn.Linear(embed_dim, 3 * embed_dim)
+            self.qkv_proj = nn.Linear(embed_dim, 3 * inner, bias=bias)
         else:
-            self.q_proj = nn.Linear(embed_dim, embed_dim)
-            self.kv_proj = nn.Linear(embed_dim, 2 * embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
+            self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
+            self.kv_proj = nn.Linear(embed_dim, 2 * inner, bias=bias)
+        self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for lin in (self.qkv_proj,) if self.self_attention else (self.q_proj, self.kv_proj):
             # xavier over each of q/k/v separately, as for three (C, C) matrices
             nn.init.xavier_uniform_(lin.weight, gain=2**-0.5)
-            nn.init.zeros_(lin.bias)
+            if lin.bias is not None:
+                nn.init.zeros_(lin.bias)
         nn.init.xavier_uniform_(self.out_proj.weight)
-        nn.init.zeros_(self.out_proj.bias)
+        if self.out_proj.bias is not None:
+            nn.init.zeros_(self.out_proj.bias)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -51,7 +60,7 @@ class MultiheadAttention(nn.Module):
         """Cross-attention weights of queries ``x`` ``(B, T, C)`` over ``keys`` ``(B, H, S, D)``,
         averaged over heads -> ``(B, T, S)`` (for alignments: SDPA does not return its weights)."""
         q = self._heads(self.q_proj(x))  # (B, H, T, D)
-        scores = torch.matmul(q, keys.transpose(-1, -2)) * self.head_dim**-0.5  # (B, H, T, S)
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * self.scale  # (B, H, T, S)
         if attn_mask is not None:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         return torch.softmax(scores.float(), dim=-1).mean(dim=1)
@@ -64,6 +73,7 @@ class MultiheadAttention(nn.Module):
         is_causal: bool = False,
         kv: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
         kv_order: Optional[torch.Tensor] = None,
+        bias: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         """Attend from ``x`` ``(B, T, C)``.
 
@@ -71,7 +81,9 @@ class MultiheadAttention(nn.Module):
         each ``(B0, H, t, D)``) the new ones are appended to rows ``kv_order`` ``(B,)`` of them (all
         rows, B0 = B, when None). Cross-attention: keys/values from
         ``memory`` ``(B, S, C)`` or precomputed ``kv``. ``attn_mask`` is boolean, True = attend,
-        broadcastable to ``(B, H, T, S)``. Returns the output ``(B, T, C)`` and the keys/values used.
+        broadcastable to ``(B, H, T, S)``; ``bias`` ``(1, H, T, S)`` is added to the scores (T5's
+        relative positions; causal masking is then folded into it). Returns the output ``(B, T, C)``
+        and the keys/values used.
         """
         B, T, C = x.shape
         if self.self_attention:
@@ -82,13 +94,18 @@ class MultiheadAttention(nn.Module):
         else:
             q = self._heads(self.q_proj(x))
             k, v = kv if kv is not None else self.project_kv(memory)
-        out = attend(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal)  # (B, H, T, D)
-        out = out.transpose(1, 2).reshape(B, T, C)
+        if bias is not None:  # one float mask: the bias, -inf where the boolean mask says no
+            if is_causal:
+                bias = bias.masked_fill(torch.ones(T, k.size(2), dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
+            is_causal = False
+        out = attend(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal, self.sdpa_scale)  # (B, H, T, D)
+        out = out.transpose(1, 2).reshape(B, T, -1)
         return self.out_proj(out), (k, v)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor], dropout_p: float,
-           is_causal: bool) -> torch.Tensor:
+           is_causal: bool, scale: Optional[float] = None) -> torch.Tensor:
     """``F.scaled_dot_product_attention``; under bf16 autocast on CPU with autograd recording, in fp32.
 
     torch's fused CPU attention has a slow bf16 backward: on the Multi30k recipe model (2 cores,
@@ -99,8 +116,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optiona
     if q.dtype == torch.bfloat16 and q.device.type == "cpu" and q.requires_grad and torch.is_grad_enabled():
         with torch.autocast("cpu", enabled=False):
             return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=attn_mask,
-                                                  dropout_p=dropout_p, is_causal=is_causal).to(q.dtype)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+                                                  dropout_p=dropout_p, is_causal=is_causal, scale=scale).to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                                          scale=scale)
 
 
 def _append(past: torch.Tensor, new: torch.Tensor, order: Optional[torch.Tensor]) -> torch.Tensor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 
+import torch
 from torch import nn
 
 from seqkit.errors import SeqkitError
@@ -43,3 +44,22 @@ def layer_norm(dim: int, impl: str = "auto", eps: float = 1e-5) -> nn.Module:
         return fused(dim, eps=eps)
     _announce("torch")
     return nn.LayerNorm(dim, eps=eps)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm (Zhang & Sennrich 2019; T5's LayerNorm): ``x / rms(x) * weight``, no
+    mean subtracted and no bias; the mean square is taken in float32, as T5 takes it."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        variance = x.float().pow(2).mean(-1, keepdim=True)  # (..., 1)
+        return self.weight * (x * torch.rsqrt(variance + self.eps)).to(self.weight.dtype)
+
+
+def norm(dim: int, impl: str = "auto", eps: float = 1e-5, rms: bool = False) -> nn.Module:
+    """:class:`RMSNorm` (``rms``) or :func:`layer_norm`."""
+    return RMSNorm(dim, eps) if rms else layer_norm(dim, impl, eps)

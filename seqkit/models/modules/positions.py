@@ -70,3 +70,39 @@ class LearnedPositions(nn.Module):
     def at(self, positions: torch.Tensor) -> torch.Tensor:
         """Vectors of any positions ``(...)`` -> ``(..., C)``."""
         return self.weight[positions + self.first_row]
+
+
+def relative_buckets(relative: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's bucket of each key - query distance ``relative`` (an integer tensor): half the buckets
+    (per direction when ``bidirectional``) hold one distance each, the rest grow logarithmically up to
+    ``max_distance``; a causal decoder sees only the past, so its distances are folded to >= 0."""
+    buckets = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative > 0).long() * num_buckets
+        distance = relative.abs()
+    else:
+        distance = -torch.clamp(relative, max=0)
+    exact = num_buckets // 2
+    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                     * (num_buckets - exact)).long()
+    large = torch.clamp(large, max=num_buckets - 1)
+    return buckets + torch.where(distance < exact, distance, large)
+
+
+class RelativePositionBias(nn.Module):
+    """T5's relative positions: one learned scalar per head and distance bucket, added to the
+    attention scores of every layer of a stack. ``forward(T, S, offset)`` -> ``(1, H, T, S)`` for
+    queries at positions offset..offset+T-1 over keys at 0..S-1."""
+
+    def __init__(self, num_buckets: int, max_distance: int, heads: int, bidirectional: bool):
+        super().__init__()
+        self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
+        self.weight = nn.Parameter(torch.empty(num_buckets, heads))  # (buckets, H)
+        nn.init.normal_(self.weight, std=heads**-0.5)
+
+    def forward(self, queries: int, keys: int, offset: int = 0) -> torch.Tensor:
+        q = torch.arange(offset, offset + queries, device=self.weight.device)[:, None]
+        k = torch.arange(keys, device=self.weight.device)[None, :]
+        buckets = relative_buckets(k - q, self.bidirectional, self.num_buckets, self.max_distance)  # (T, S)
+        return self.weight[buckets].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)

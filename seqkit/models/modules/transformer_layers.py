@@ -6,6 +6,7 @@ Shapes: B batch, T target length, S source length, C model dim.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
@@ -14,7 +15,7 @@ from torch import nn
 
 from seqkit.models.modules.attention import MultiheadAttention
 from seqkit.models.modules.dropout import dropout
-from seqkit.models.modules.norm import layer_norm
+from seqkit.models.modules.norm import norm
 
 KV = Tuple[torch.Tensor, torch.Tensor]
 # feed-forward activations by config name; gelu_tanh is GPT-2's and BERT-TF's tanh approximation
@@ -22,31 +23,50 @@ KV = Tuple[torch.Tensor, torch.Tensor]
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": functools.partial(F.gelu, approximate="tanh"), "silu": F.silu}
 
 
-class FeedForward(nn.Module):
-    """Linear -> activation -> dropout -> linear."""
+@dataclass(frozen=True)
+class LayerVariant:
+    """What T5 changes in a layer; the defaults are Vaswani et al.'s."""
 
-    def __init__(self, embed_dim: int, ffn_dim: int, activation: str, activation_dropout: float):
+    rms_norm: bool = False  # RMS norms without bias instead of LayerNorm
+    bias: bool = True  # biases on the attention and feed-forward projections
+    scaled: bool = True  # attention scores divided by sqrt(head_dim)
+    head_dim: int = 0  # D; 0: embed_dim // heads
+    gated: bool = False  # feed-forward act(x W0) * (x W1), W0 and W1 stacked in fc1 (T5 v1.1's gated GELU)
+
+
+class FeedForward(nn.Module):
+    """Linear -> activation -> dropout -> linear (gated: fc1 holds both halves ``(2F, C)``; the
+    activation of the first times the second)."""
+
+    def __init__(self, embed_dim: int, ffn_dim: int, activation: str, activation_dropout: float, bias: bool = True,
+                 gated: bool = False):
         super().__init__()
-        self.fc1 = nn.Linear(embed_dim, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, embed_dim)
+        self.gated = gated
+        self.fc1 = nn.Linear(embed_dim, 2 * ffn_dim if gated else ffn_dim, bias=bias)
+        self.fc2 = nn.Linear(ffn_dim, embed_dim, bias=bias)
         self.activation = ACTIVATIONS[activation]
         self.activation_dropout = activation_dropout
         for lin in (self.fc1, self.fc2):
             nn.init.xavier_uniform_(lin.weight)
-            nn.init.zeros_(lin.bias)
+            if lin.bias is not None:
+                nn.init.zeros_(lin.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = dropout(self.activation(self.fc1(x)), self.activation_dropout, self.training)
-        return self.fc2(x)
+        if self.gated:
+            gate, linear = self.fc1(x).chunk(2, dim=-1)  # 2 x (..., F)
+            h = self.activation(gate) * linear
+        else:
+            h = self.activation(self.fc1(x))
+        return self.fc2(dropout(h, self.activation_dropout, self.training))
 
 
 class _Residual(nn.Module):
     """``x + dropout(f(norm(x)))`` (pre-norm) or ``norm(x + dropout(f(x)))`` (post-norm)."""
 
     def __init__(self, embed_dim: int, dropout: float, normalize_before: bool, norm_impl: str = "auto",
-                 norm_eps: float = 1e-5):
+                 norm_eps: float = 1e-5, rms: bool = False):
         super().__init__()
-        self.norm = layer_norm(embed_dim, norm_impl, norm_eps)
+        self.norm = norm(embed_dim, norm_impl, norm_eps, rms)
         self.dropout, self.normalize_before = dropout, normalize_before
 
     def pre(self, x: torch.Tensor) -> torch.Tensor:
@@ -60,24 +80,28 @@ class _Residual(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
                  activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto",
-                 norm_eps: float = 1e-5):
+                 norm_eps: float = 1e-5, variant: LayerVariant = LayerVariant()):
         super().__init__()
-        self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
-        self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
-        self.attn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
-        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
+        v = variant
+        self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, True, v.head_dim, v.bias, v.scaled)
+        self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout, v.bias, v.gated)
+        self.attn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps, v.rms_norm)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps, v.rms_norm)
 
-    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding)."""
-        return self.forward_kv(x, attn_mask)[0]
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor],
+                bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding);
+        ``bias`` ``(1, H, S, S)`` added to the attention scores (relative positions)."""
+        return self.forward_kv(x, attn_mask, bias=bias)[0]
 
     def forward_kv(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
-                   kv: Optional[KV] = None, kv_order: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, KV]:
+                   kv: Optional[KV] = None, kv_order: Optional[torch.Tensor] = None,
+                   bias: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, KV]:
         """The layer as a decoder-only stack uses it: causal self-attention over ``x`` ``(B, T, C)``
         (``is_causal``), or one step ``(B, 1, C)`` after cached keys/values ``kv`` (rows
         ``kv_order``, ``attn_mask`` ``(B, 1, 1, t + 1)``); returns the output and the keys/values."""
         y, new_kv = self.self_attn(self.attn_res.pre(x), attn_mask=attn_mask, is_causal=is_causal, kv=kv,
-                                   kv_order=kv_order)
+                                   kv_order=kv_order, bias=bias)
         x = self.attn_res.post(x, y)
         return self.ffn_res.post(x, self.ffn(self.ffn_res.pre(x))), new_kv
 
@@ -85,14 +109,15 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, embed_dim: int, heads: int, ffn_dim: int, dropout: float, attention_dropout: float,
                  activation_dropout: float, activation: str, normalize_before: bool, norm_impl: str = "auto",
-                 norm_eps: float = 1e-5):
+                 norm_eps: float = 1e-5, variant: LayerVariant = LayerVariant()):
         super().__init__()
-        self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=True)
-        self.cross_attn = MultiheadAttention(embed_dim, heads, attention_dropout, self_attention=False)
-        self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout)
-        self.self_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
-        self.cross_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
-        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps)
+        v = variant
+        self.self_attn = MultiheadAttention(embed_dim, heads, attention_dropout, True, v.head_dim, v.bias, v.scaled)
+        self.cross_attn = MultiheadAttention(embed_dim, heads, attention_dropout, False, v.head_dim, v.bias, v.scaled)
+        self.ffn = FeedForward(embed_dim, ffn_dim, activation, activation_dropout, v.bias, v.gated)
+        self.self_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps, v.rms_norm)
+        self.cross_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps, v.rms_norm)
+        self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps, v.rms_norm)
 
     def forward(
         self,
@@ -103,6 +128,7 @@ class DecoderLayer(nn.Module):
         self_kv_order: Optional[torch.Tensor] = None,
         memory: Optional[torch.Tensor] = None,
         need_weights: bool = False,
+        self_bias: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, KV, Optional[torch.Tensor]]:
         """``x`` ``(B, T, C)``. Training: ``self_kv`` None and causal attention over ``x``.
         Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values (of rows
@@ -112,11 +138,12 @@ class DecoderLayer(nn.Module):
         beams of one sentence, T = 1): each group then attends as ``B // G`` query positions. Without
         ``cross_kv`` they are projected from ``memory`` ``(B, S, C)`` here, inside this layer's forward
         (where FSDP has the layer's weights gathered). With ``need_weights`` the cross-attention
-        weights averaged over heads ``(B, T, S)`` come third (else None)."""
+        weights averaged over heads ``(B, T, S)`` come third (else None). ``self_bias`` ``(1, H, T, t)``
+        is added to the self-attention scores (relative positions)."""
         if cross_kv is None:
             cross_kv = self.cross_attn.project_kv(memory)
         y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv,
-                                   kv_order=self_kv_order)
+                                   kv_order=self_kv_order, bias=self_bias)
         x = self.self_res.post(x, y)
         B, T, C = x.shape
         G = cross_kv[0].size(0)
