@@ -99,7 +99,7 @@ def assert_range_error(r, line):
 @pytest.mark.parametrize("override, line", [
     ("optimizer.lr=-1", "optimizer.lr=-1.0 is out of range: must be > 0"),
     ("model.dropout=1.5", "model.dropout=1.5 is out of range: must be in [0, 1)"),
-    ("model.activation=tanh", "model.activation='tanh' is not valid; choose one of: relu, gelu, gelu_tanh"),
+    ("model.activation=tanh", "model.activation='tanh' is not valid; choose one of: relu, gelu, gelu_tanh, silu"),
     ("dataset.max_tokens=0", "dataset.max_tokens=0 is out of range: must be > 0"),
     ("optimizer.betas=[0.9,1.0]", "optimizer.betas[1]=1.0 is out of range: must be in [0, 1)"),
     ("common.device=tpu", "common.device='tpu' is not valid; choose one of: auto, cpu, cuda"),

@@ -26,11 +26,14 @@ def pad_right(seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = N
 class LanguagePairDataset:
     """``src``/``tgt`` are IndexedDatasets of ids ending with eos; ``tgt`` may be None (inference)."""
 
-    def __init__(self, src: IndexedDataset, tgt: Optional[IndexedDataset], src_dict: Dictionary, tgt_dict: Dictionary):
+    def __init__(self, src: IndexedDataset, tgt: Optional[IndexedDataset], src_dict: Dictionary, tgt_dict: Dictionary,
+                 source_bos: bool = False):
+        """``source_bos``: every source starts with ``<s>`` (BART's sources do)."""
         if tgt is not None and len(src) != len(tgt):
             raise ValueError(f"source has {len(src)} sentences but target has {len(tgt)}")
         self.src, self.tgt, self.src_dict, self.tgt_dict = src, tgt, src_dict, tgt_dict
-        self.src_sizes = np.asarray(src.sizes, dtype=np.int64)
+        self.source_bos = source_bos
+        self.src_sizes = np.asarray(src.sizes, dtype=np.int64) + int(source_bos)
         self.tgt_sizes = np.asarray(tgt.sizes, dtype=np.int64) if tgt is not None else None
 
     def __len__(self) -> int:
@@ -65,8 +68,8 @@ class LanguagePairDataset:
         sample: Dict[str, Any] = {
             "id": torch.tensor(indices, dtype=torch.long),
             "net_input": {
-                "src_tokens": pad_right(src, pad),
-                "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),
+                "src_tokens": pad_right(src, pad, prepend=self.src_dict.bos() if self.source_bos else None),
+                "src_lengths": torch.tensor([len(s) + int(self.source_bos) for s in src], dtype=torch.long),
             },
             "nsentences": len(indices),
         }

@@ -209,7 +209,7 @@ SPECIAL_IDS = (("pad_token_id", "<pad>"), ("bos_token_id", "<s>"), ("eos_token_i
 OPTIONAL_HEADS = ("mlm_head.",)
 
 
-def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
+def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
     """The masked_lm task's settings the model needs (its sentence head reads NSP or SOP pairs)."""
     if not cfg.get("sentence_head"):
         return {}

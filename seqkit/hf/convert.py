@@ -170,7 +170,7 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
         extra["generator"] = (gen_config, read_weights(generator))
     model_cfg, model_state = family.to_seqkit(arch, config, weights, vocab, **extra)
     model_cfg = to_plain(MODELS.make_config(model_cfg))
-    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **family.task_settings(model_cfg)}))
+    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **family.task_settings(model_cfg, arch)}))
     task_state = (family.task_state(vocab, tok, config) if hasattr(family, "task_state")
                   else {"dict": vocab.dictionary.state_dict(), "tokenizer": tok.state_dict()})
     state = {"format": checkpoints.FORMAT_VERSION,

@@ -166,7 +166,7 @@ def _check(cfg: Dict[str, Any]) -> None:
             raise SeqkitError(f"ELECTRA has no counterpart of model.{key}={cfg[key]} (it needs {want})")
 
 
-def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
+def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
     return {}
 
 

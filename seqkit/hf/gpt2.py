@@ -113,7 +113,7 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, 
 SPECIAL_IDS = (("bos_token_id", "</s>"), ("eos_token_id", "</s>"), ("pad_token_id", "<pad>"))
 
 
-def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
+def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
     return {}
 
 

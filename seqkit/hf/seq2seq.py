@@ -289,8 +289,9 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, 
     return config, out
 
 
-def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
-    return {}
+def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
+    """BART's sources start with <s>, as its tokenizer writes them."""
+    return {"prepend_bos": True} if arch == BART else {}
 
 
 def task_state(vocab: VocabMap, tok: Any, config: Dict[str, Any]) -> Dict[str, Any]:

@@ -161,7 +161,7 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
     return config, out
 
 
-def task_settings(cfg: Dict[str, Any]) -> Dict[str, Any]:
+def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
     return {}
 
 

@@ -28,6 +28,8 @@ class TranslationConfig:
     data: str = arg("data-bin", "folder written by seqkit-preprocess")
     source_lang: Optional[str] = arg(None, "source language (default: from the data folder's preprocess.json)")
     target_lang: Optional[str] = arg(None, "target language (default: from preprocess.json)")
+    prepend_bos: bool = arg(False, "start every source with <s> (BART's tokenizer does; seqkit-import sets it for "
+                                   "BART)")
     eval_bleu: bool = arg(False, "also compute detokenized sacreBLEU on the valid set each validation (beam search)")
     eval_bleu_beam: int = arg(5, "beam size for eval_bleu", ge=1)
     eval_bleu_max_sentences: int = arg(0, "translate only the first N valid sentences for eval_bleu (0: all)", ge=0)
@@ -106,7 +108,7 @@ class TranslationTask:
             tgt.check_vocab(len(self.tgt_dict))
             if len(src) != len(tgt):
                 raise SeqkitError(f"{base}: {len(src)} source but {len(tgt)} target sentences")
-        return LanguagePairDataset(src, tgt, self.src_dict, self.tgt_dict)
+        return LanguagePairDataset(src, tgt, self.src_dict, self.tgt_dict, source_bos=self.cfg.prepend_bos)
 
     # -- components -----------------------------------------------------------------------------
     def build_model(self, model_cfg: Any) -> torch.nn.Module:
@@ -127,7 +129,8 @@ class TranslationTask:
     def encode_source(self, line: str) -> List[int]:
         tok = self.tokenizer("src")
         pieces = tok.encode(line) if tok is not None else line.split()
-        return self.src_dict.encode(pieces, append_eos=True)
+        ids = self.src_dict.encode(pieces, append_eos=True)
+        return [self.src_dict.bos()] + ids if self.cfg.prepend_bos else ids
 
     def pieces(self, ids: Any, side: str = "tgt") -> List[str]:
         return (self.tgt_dict if side == "tgt" else self.src_dict).string(ids)
