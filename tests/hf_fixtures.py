@@ -95,6 +95,22 @@ def wordpiece(lines: List[str], vocab_size: int = 300):
     return tok
 
 
+def roberta_bpe(lines: List[str], vocab_size: int):
+    """RoBERTa's and BART's byte-level BPE (``tokenizers``): <s> <pad> </s> <unk> first, <mask>
+    last, ``<s> a </s>`` around a text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
+    tok.add_special_tokens(["<mask>"])
+    return tok
+
+
 def make_bert(folder: str, lines: List[str], arch: str = "BertForMaskedLM", **config) -> str:
     """A 2-layer BERT (``arch``: BertForMaskedLM, BertForPreTraining, BertModel), ALBERT
     (AlbertForMaskedLM, AlbertForPreTraining) or RoBERTa
@@ -105,16 +121,7 @@ def make_bert(folder: str, lines: List[str], arch: str = "BertForMaskedLM", **co
 
     roberta = arch.startswith("Roberta")
     if roberta:
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-        tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
-                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                           show_progress=False))
-        tok.add_special_tokens(["<mask>"])
+        tok = roberta_bpe(lines, 400)
         fast = RobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
                                     cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
         settings = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, max_position_embeddings=66, type_vocab_size=1,
@@ -172,28 +179,24 @@ def _seq2seq_sizes(**config):
 def make_bart(folder: str, lines: List[str], eos_bonus: float = 2.0, **config) -> str:
     """A BartForConditionalGeneration with random weights and a byte-level BPE (<s> <pad> </s> <unk>
     first, <mask> last), saved in ``folder``; ``eos_bonus`` in final_logits_bias ends some searches."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import BartConfig, BartForConditionalGeneration, BartTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                       show_progress=False))
-    tok.add_special_tokens(["<mask>"])
+    tok = roberta_bpe(lines, 300)
     fast = BartTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
                              unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
     torch.manual_seed(0)
     settings = _seq2seq_sizes(vocab_size=tok.get_vocab_size(), pad_token_id=1, bos_token_id=0, eos_token_id=2,
                               decoder_start_token_id=2, forced_bos_token_id=None, **config)
-    model = BartForConditionalGeneration(BartConfig(**settings)).eval()
+    return _save_biased(BartForConditionalGeneration(BartConfig(**settings)), fast, folder, 2, eos_bonus)
+
+
+def _save_biased(model, tok, folder: str, eos: int, eos_bonus: float) -> str:
+    """A random ``final_logits_bias``, ``eos_bonus`` more for the end token; model and tokenizer saved."""
     with torch.no_grad():
         model.final_logits_bias.normal_(0, 0.1)
-        model.final_logits_bias[0, 2] += eos_bonus
-    model.save_pretrained(folder)
-    fast.save_pretrained(folder)
+        model.final_logits_bias[0, eos] += eos_bonus
+    model.eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
     return folder
 
 
@@ -237,13 +240,7 @@ def make_marian(folder: str, lines: List[str], eos_bonus: float = 2.0, **config)
     settings = _seq2seq_sizes(vocab_size=len(vocab), pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0,
                               forced_eos_token_id=0, bos_token_id=None, scale_embedding=True, activation_function="swish",
                               **config)
-    model = MarianMTModel(MarianConfig(**settings)).eval()
-    with torch.no_grad():
-        model.final_logits_bias.normal_(0, 0.1)
-        model.final_logits_bias[0, 0] += eos_bonus
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return _save_biased(MarianMTModel(MarianConfig(**settings)), tok, folder, 0, eos_bonus)
 
 
 def make_t5(folder: str, lines: List[str], eos_bonus: float = 8.0, **config) -> str:
@@ -279,3 +276,19 @@ def make_t5(folder: str, lines: List[str], eos_bonus: float = 8.0, **config) -> 
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+def fine_tune_two_updates(path: str, tmp_path, mode: str) -> None:
+    """model=pretrained_classifier on the checkpoint ``path`` (its vocabulary, ``mode``): two
+    updates, then the Python Classifier loads the run and predicts."""
+    from transfer_fixtures import binarize, make_text, run
+
+    from seqkit.generation.classifier import Classifier
+
+    data = binarize(make_text(tmp_path), tmp_path / "cls", path)
+    trainer = run(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={path}",
+                   f"model.adapt={mode}", "criterion=cross_entropy", "optimization.max_update=2",
+                   f"checkpoint.save_dir={tmp_path / 'ck'}"])
+    assert trainer.num_updates == 2
+    clf = Classifier.from_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
+    assert len(clf.predict(["v0 v1 v2 .", "v3 v4 ."])) == 2

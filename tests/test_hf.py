@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from hf_fixtures import make_gpt2, shared_lines, toy_english  # noqa: E402
+from hf_fixtures import fine_tune_two_updates, make_gpt2, shared_lines, toy_english  # noqa: E402
 from test_bad_input import assert_one_line_error  # noqa: E402
 
 from seqkit.cli.export import main as export_cli  # noqa: E402
@@ -264,19 +264,7 @@ def test_missing_extra_is_one_line(tmp_path, run_cli, monkeypatch):
 @pytest.mark.parametrize("mode", ["full", "lora"])
 def test_imported_gpt2_fine_tunes_as_a_classifier(gpt2, tmp_path, mode):
     """model=pretrained_classifier takes an imported checkpoint as model.path, in any adaptation mode."""
-    from transfer_fixtures import binarize, make_text, run
-
-    from seqkit.generation.classifier import Classifier
-
-    _, path = gpt2
-    text = make_text(tmp_path)
-    data = binarize(text, tmp_path / "cls", path)
-    trainer = run(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={path}",
-                   f"model.adapt={mode}", "criterion=cross_entropy", "optimization.max_update=2",
-                   f"checkpoint.save_dir={tmp_path / 'ck'}"])
-    assert trainer.num_updates == 2
-    clf = Classifier.from_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
-    assert len(clf.predict(["v0 v1 v2 .", "v3 v4 ."])) == 2
+    fine_tune_two_updates(gpt2[1], tmp_path, mode)
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece_bpe", "sentencepiece_unigram", "wordpiece"])

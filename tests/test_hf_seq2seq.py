@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from hf_fixtures import make_bart, make_marian, make_t5, shared_lines, toy_english  # noqa: E402
+from hf_fixtures import fine_tune_two_updates, make_bart, make_marian, make_t5, shared_lines, toy_english  # noqa: E402
 from test_bad_input import assert_one_line_error  # noqa: E402
 
 from seqkit.cli.export import main as export_cli  # noqa: E402
@@ -253,18 +253,7 @@ def test_fsmt_with_two_vocabulary_sizes_is_refused(fsmt, tmp_path, run_cli):
 @pytest.mark.parametrize("mode", ["full", "lora"])
 def test_imported_encoder_decoder_fine_tunes_as_a_classifier(imported, tmp_path, mode):
     """An imported BART or Marian model is a pretrained body like seqkit's own BART (model.path)."""
-    from transfer_fixtures import binarize, make_text, run
-
-    from seqkit.generation.classifier import Classifier
-
-    _, _, path = imported
-    data = binarize(make_text(tmp_path), tmp_path / "cls", path)
-    trainer = run(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={path}",
-                   f"model.adapt={mode}", "criterion=cross_entropy", "optimization.max_update=2",
-                   f"checkpoint.save_dir={tmp_path / 'ck'}"])
-    assert trainer.num_updates == 2
-    clf = Classifier.from_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
-    assert len(clf.predict(["v0 v1 v2 .", "v3 v4 ."])) == 2
+    fine_tune_two_updates(imported[2], tmp_path, mode)
 
 
 def test_seqkit_generate_translates_as_transformers(imported, tmp_path, run_cli):
