@@ -51,6 +51,8 @@ def check_supported(cfg: GenerationConfig) -> None:
         unsupported.append("generation.unkpen")
     if cfg.sampling and cfg.beam > 1:
         unsupported.append("generation.sampling with beam > 1 (samples per sentence)")
+    if cfg.temperature != 1.0 and not cfg.sampling:  # seqkit's beam search divides the logits by it; CT2's ignores it
+        unsupported.append(f"generation.temperature={cfg.temperature:g} with beam search (it applies it only when sampling)")
     if unsupported:
         raise SeqkitError(f"engine=ctranslate2 does not support {', '.join(unsupported)}: use engine=seqkit")
 
