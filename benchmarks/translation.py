@@ -4,6 +4,7 @@
     python benchmarks/translation.py --precision bf16      # bf16 generation (training runs both)
     python benchmarks/translation.py --checkpoint CK.pt    # generation with a trained model, and
                                                            # CTranslate2 on it when seqkit[ct2] is in
+    python benchmarks/translation.py --checkpoint CK.pt --generation-only   # the engines alone
     python benchmarks/translation.py --model lstm_luong_small   # any registered model or preset
 
 Reads Multi30k from $SEQKIT_DATA/multi30k or ../shared/data/multi30k (or --data). MFU is model
@@ -16,10 +17,14 @@ Training runs in a child process per precision (fp32, then bf16 autocast), so ea
 own peak RSS. Without --checkpoint, generation uses the briefly trained fp32 model with output
 length capped by max_len_a/b = 1.2/10, so its sentences/s are indicative only. With --checkpoint
 seqkit's engine also runs with plain (unpacked) weights and with quantize=int8; with
-the ctranslate2 package, the same sentences go through CTranslate2 (fp32 and int8, each
-thread layout of the cores, its best reported) in the same process; ``gen_vs_ct2_*_paired`` times
-seqkit's engine and CTranslate2's best fp32 layout back to back, round after round (the machine
-drifts between the minutes the other figures are apart). Start-up is timed as whole
+the ctranslate2 package, the comparison runs each engine in a process of its own
+(``engine_worker.py``: seqkit's Translator as seqkit-generate runs it; CTranslate2's
+``translate_batch`` as its users drive it, no torch in its process): CTranslate2's best thread
+layout is picked first, then the two engines alternate ``--rounds`` times on the same sentences,
+and ``gen_vs_ct2_{b64,b1}`` / ``gen_vs_ct2_int8_{b64,b1}`` are the medians of the per-round ratios
+(the machine drifts over minutes; every round is kept beside them). ``--ct2-in-process`` adds the
+old same-process figures under ``ct2_in_process``, a diagnostic only: there the two OpenMP runtimes
+slow each other. ``--generation-only`` skips preprocessing and training. Start-up is timed as whole
 `seqkit-generate` processes translating one stdin sentence (``startup_s_ct2``: engine=ctranslate2
 on the export, which imports no torch).
 """
@@ -252,6 +257,83 @@ def ct2_figures(args: argparse.Namespace, sets: dict, ours: dict, export_dir: st
     return out
 
 
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engine_worker.py")
+
+
+class Worker:
+    """An ``engine_worker.py`` process: one engine, loaded once, timed pass by pass on command."""
+
+    def __init__(self, *argv: str):
+        self.log = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, WORKER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, cwd=tempfile.gettempdir())
+        self.ready = self._answer(" ".join(argv[:1]))
+
+    def _answer(self, what: str) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            sys.exit(f"benchmarks/translation.py: the {what} worker failed:\n{self.log.read()[-2000:]}")
+        return json.loads(line)
+
+    def run(self, batch: int, n: int) -> dict:
+        self.proc.stdin.write(f"{batch} {n}\n")
+        self.proc.stdin.flush()
+        return self._answer("engine")
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.log.close()
+
+
+def separate_process_figures(checkpoint: str, source: str, export_dir: str, sets: dict, rounds: int) -> dict:
+    """seqkit's engine and CTranslate2 each in a process of its own (``engine_worker.py``), fp32 and
+    int8: CTranslate2's best thread layout picked first (one timed pass each, after a warm-up), then
+    the two engines alternated ``rounds`` times on the same sentences; ``gen_vs_ct2{_int8}_{b64,b1}``
+    is the median of the per-round ratios (seqkit / CTranslate2), with every round's figures beside it
+    and how many translations differ (pieces, first round)."""
+    from seqkit.export import cached_export
+
+    folder = cached_export(checkpoint, export_dir)
+    threads = len(os.sched_getaffinity(0))
+    layouts = {64: sorted({(threads, 1), (1, threads)}), 1: sorted({(1, threads), (1, 1)})}  # (inter, intra)
+    out: dict = {"separate_processes": "each engine in its own process, alternated"}
+    for compute, quantize, suffix in (("float32", "none", ""), ("int8", "int8", "_int8")):
+        ours = Worker("seqkit", checkpoint, source, "--quantize", quantize)
+        for key, (n, bs) in sets.items():
+            ours.run(bs, min(n, 32))  # warm-up
+            best, best_rate = None, 0.0
+            for inter, intra in layouts[bs]:
+                w = Worker("ctranslate2", folder, source, "--compute", compute, "--inter", str(inter), "--intra", str(intra))
+                w.run(bs, min(n, 32))
+                rate = w.run(bs, n)["sent_per_s"]
+                out[f"sep_ct2_layout{suffix}_{key}_inter{inter}_intra{intra}"] = rate
+                if rate > best_rate:
+                    best, best_rate = (inter, intra), rate
+                w.close()
+            theirs = Worker("ctranslate2", folder, source, "--compute", compute, "--inter", str(best[0]),
+                            "--intra", str(best[1]))
+            theirs.run(bs, min(n, 32))
+            mine_rates, their_rates, ratios = [], [], []
+            for r in range(rounds):
+                a, b = ours.run(bs, n), theirs.run(bs, n)
+                if r == 0:
+                    out[f"sep_differ{suffix}_{key}"] = sum(x != y for x, y in zip(a["pieces"], b["pieces"]))
+                mine_rates.append(a["sent_per_s"])
+                their_rates.append(b["sent_per_s"])
+                ratios.append(round(a["sent_per_s"] / b["sent_per_s"], 3))
+            theirs.close()
+            out[f"gen_vs_ct2{suffix}_{key}"] = statistics.median(ratios)
+            out[f"gen_vs_ct2{suffix}_{key}_rounds"] = ratios
+            out[f"sep_seqkit_sent_per_s{suffix}_{key}"] = mine_rates
+            out[f"sep_ct2_sent_per_s{suffix}_{key}"] = their_rates
+            out[f"sep_ct2_threads{suffix}_{key}"] = f"inter {best[0]} x intra {best[1]}"
+            out[f"sep_sentences_{key}"] = n
+        ours.close()
+    return out
+
+
 def startup_seconds(checkpoint: str, repeats: int = 3, engine: str = "seqkit", export_dir: str = "") -> float:
     """Median wall time of whole ``seqkit-generate`` processes translating one stdin sentence (beam 5)."""
     # run from elsewhere: a checkout's seqkit/ (no cli/ until installed) must not shadow the package
@@ -268,6 +350,31 @@ def startup_seconds(checkpoint: str, repeats: int = 3, engine: str = "seqkit", e
     return round(statistics.median(times), 2)
 
 
+def train_section(args: argparse.Namespace, src: str, tmp: str, result: dict) -> None:
+    """Preprocessing and training figures into ``result``; the fp32 model saved as ``tmp/model.pt``."""
+    # -- preprocess: the whole corpus, joint 8k BPE, 2 workers ------------------------------
+    pcfg = PreprocessConfig(source_lang="de", target_lang="en", trainpref=f"{src}/train", validpref=f"{src}/val",
+                            testpref=f"{src}/test_2016_flickr", destdir=f"{tmp}/bin", workers=2,
+                            tokenizer=dataclasses.replace(TOKENIZERS.choices()["sentencepiece_bpe"], vocab_size=8000))
+    stats = preprocess(pcfg)
+    result["preprocess_lines_per_s"] = round(stats["lines_per_s"])
+    result["preprocess_seconds"] = round(stats["seconds"], 2)
+
+    # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
+    bf16_units = has_bf16_units(result)
+    run_bf16 = args.bf16_train == "yes" or (args.bf16_train == "auto" and bf16_units)
+    if args.bf16_train == "auto" and not bf16_units:
+        # without bf16 units torch's bf16 matmuls are emulated (this repo's AMD EPYC: ~1 GFLOP/s, 61
+        # tokens/s), and 45 updates would take most of an hour
+        result["train_bf16"] = "skipped: no AVX512-BF16, AMX or ARM bf16 on this CPU (--bf16-train yes runs it)"
+    for precision in ("fp32", "bf16") if run_bf16 else ("fp32",):
+        fig = train_in_child(args, f"{tmp}/bin", precision, f"{tmp}/model.pt" if precision == "fp32" else "")
+        result["parameters"] = fig.pop("parameters")
+        suffix = "" if precision == "fp32" else "_bf16"
+        result.update({k + suffix: v for k, v in fig.items()})
+    result["train_updates_timed"] = args.train_updates
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz")
@@ -282,6 +389,10 @@ def main() -> None:
     ap.add_argument("--gen-repeats", type=int, default=3, help="generation runs per figure; the median is reported")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even when it is installed")
+    ap.add_argument("--ct2-in-process", action="store_true",
+                    help="also time CTranslate2 inside this process (a diagnostic: the two OpenMP runtimes interfere)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of the two engines in separate processes")
+    ap.add_argument("--generation-only", action="store_true", help="skip preprocessing and training (needs --checkpoint)")
     ap.add_argument("--bf16-train", choices=("auto", "yes", "no"), default="auto",
                     help="bf16 training figures: auto runs them where the CPU has AVX512-BF16 or AMX")
     ap.add_argument("--train-child", metavar="BIN", help=argparse.SUPPRESS)  # internal: train_figures only
@@ -298,29 +409,13 @@ def main() -> None:
     choices = MODELS.choices()
     if args.model not in choices:
         sys.exit(f"benchmarks/translation.py: unknown --model {args.model!r}; valid: {', '.join(choices)}")
-    result = {"model": args.model, "precision": args.precision, "threads": torch.get_num_threads(), **cpu_info()}
+    if args.generation_only and not args.checkpoint:
+        sys.exit("benchmarks/translation.py: --generation-only needs --checkpoint")
+    result = {"model": args.model, "precision": args.precision, "threads": torch.get_num_threads(), **cpu_info(),
+              "fp32_matmul_peak_gflops": round(matmul_peak(torch.float32) / 1e9)}
     with tempfile.TemporaryDirectory() as tmp:
-        # -- preprocess: the whole corpus, joint 8k BPE, 2 workers ------------------------------
-        pcfg = PreprocessConfig(source_lang="de", target_lang="en", trainpref=f"{src}/train", validpref=f"{src}/val",
-                                testpref=f"{src}/test_2016_flickr", destdir=f"{tmp}/bin", workers=2,
-                                tokenizer=dataclasses.replace(TOKENIZERS.choices()["sentencepiece_bpe"], vocab_size=8000))
-        stats = preprocess(pcfg)
-        result["preprocess_lines_per_s"] = round(stats["lines_per_s"])
-        result["preprocess_seconds"] = round(stats["seconds"], 2)
-
-        # -- training: the recipe's model, token-budget batches of 4096, fp32 then bf16 ----------
-        bf16_units = has_bf16_units(result)
-        run_bf16 = args.bf16_train == "yes" or (args.bf16_train == "auto" and bf16_units)
-        if args.bf16_train == "auto" and not bf16_units:
-            # without bf16 units torch's bf16 matmuls are emulated (this repo's AMD EPYC: ~1 GFLOP/s, 61
-            # tokens/s), and 45 updates would take most of an hour
-            result["train_bf16"] = "skipped: no AVX512-BF16, AMX or ARM bf16 on this CPU (--bf16-train yes runs it)"
-        for precision in ("fp32", "bf16") if run_bf16 else ("fp32",):
-            fig = train_in_child(args, f"{tmp}/bin", precision, f"{tmp}/model.pt" if precision == "fp32" else "")
-            result["parameters"] = fig.pop("parameters")
-            suffix = "" if precision == "fp32" else "_bf16"
-            result.update({k + suffix: v for k, v in fig.items()})
-        result["train_updates_timed"] = args.train_updates
+        if not args.generation_only:
+            train_section(args, src, tmp, result)
 
         # -- generation: beam 5 on test_2016_flickr, batch 64 and batch 1 -------------------------
         if args.checkpoint:
@@ -362,9 +457,14 @@ def main() -> None:
         if args.checkpoint and not args.no_ct2 and not have_ct2:
             result["ct2"] = "not installed (pip install 'seqkit[ct2]')"
         if have_ct2:
-            result.update(ct2_figures(args, sets, ours, f"{tmp}/ct2", refs, tr))
-            result["gen_vs_ct2_b64"] = round(result["gen_sent_per_s_b64"] / result["ct2_gen_sent_per_s_b64"], 3)
-            result["gen_vs_ct2_b1"] = round(result["gen_sent_per_s_b1"] / result["ct2_gen_sent_per_s_b1"], 3)
+            sizes = {key: (len(subset), bs) for key, (subset, bs) in sets.items()}
+            result.update(separate_process_figures(args.checkpoint, f"{src}/test_2016_flickr.de.gz", f"{tmp}/ct2", sizes,
+                                                   args.rounds))
+            if args.ct2_in_process:  # the diagnostic, under keys of its own
+                inproc = ct2_figures(args, sets, ours, f"{tmp}/ct2", refs, tr)
+                inproc["gen_vs_ct2_b64"] = round(result["gen_sent_per_s_b64"] / inproc["ct2_gen_sent_per_s_b64"], 3)
+                inproc["gen_vs_ct2_b1"] = round(result["gen_sent_per_s_b1"] / inproc["ct2_gen_sent_per_s_b1"], 3)
+                result["ct2_in_process"] = inproc
         if args.checkpoint:
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-c", "import torch"], check=True)
