@@ -165,6 +165,30 @@ def test_sampling_follows_the_seed(checkpoints, toy_data, tmp_path, run_cli, mon
     assert hypotheses(2) != first
 
 
+def test_sampling_scores_hold_the_temperature_as_seqkit_s(checkpoints, toy_data, tmp_path, monkeypatch):
+    """Under sampling, CTranslate2's P- scores are log-probs at the temperature, as seqkit's are: its
+    samples, teacher-forced through seqkit's model, give the same positional scores."""
+    from seqkit.generation.load import load_for_inference
+    from seqkit.generation.translator import Translator
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    raw, _ = toy_data
+    path = checkpoints["post"]
+    theirs = Translator.from_checkpoint(path, beam=1, sampling=True, temperature=0.6, max_len_b=MAX_LEN,
+                                        engine="ctranslate2", intra_threads=1)
+    task, model = load_for_inference(path)
+    lines = (raw / "test.de").read_text(encoding="utf-8").splitlines()[:8]
+    for r in theirs.generate_batches([task.encode_source(line) for line in lines], 4):
+        hyp = r["hypos"][0]
+        src = torch.tensor([task.encode_source(lines[r["id"]])])
+        tgt = torch.tensor([hyp["tokens"]])
+        prev = torch.cat([torch.tensor([[task.tgt_dict.bos()]]), tgt[:, :-1]], dim=1)
+        with torch.no_grad():
+            lp = torch.log_softmax(model.eval()(src, torch.tensor([src.size(1)]), prev)[0] / 0.6, dim=-1)  # (T, V)
+        want = lp.gather(1, tgt[0][:, None])[:, 0].tolist()
+        assert hyp["positional_scores"] == pytest.approx(want, abs=1e-4), lines[r["id"]]
+
+
 def test_bad_requests_are_one_line_errors(checkpoints, toy_data, tmp_path, run_cli, monkeypatch):
     import builtins
 

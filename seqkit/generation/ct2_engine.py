@@ -29,6 +29,8 @@ import sys
 from collections import defaultdict
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from seqkit.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase, as_list
 from seqkit.generation.config import GenerationConfig, max_target_len
@@ -91,6 +93,22 @@ class CT2Engine:
         log.info("CTranslate2 engine: %s, compute_type %s, inter_threads %d, intra_threads %d", model_dir,
                  compute_type, self.inter_threads, intra_threads)
 
+    def _tempered(self, sources: List[List[str]], targets: List[List[str]], ids: List[List[int]],
+                  batch_size: int) -> List[List[float]]:
+        """Each target's positional log-probs at the temperature, </s> last: CTranslate2's
+        ``score_batch`` has no temperature, so the targets are forced as prefixes and the logits of
+        every step (``return_logits_vocab``, unmasked) go through log_softmax(z / T) here."""
+        T = self.cfg.temperature
+        results = self.translator.translate_batch(
+            sources, target_prefix=targets, beam_size=1, max_decoding_length=max(len(t) for t in targets) + 1,
+            min_decoding_length=0, return_logits_vocab=True, max_batch_size=batch_size, max_input_length=0)
+        out = []
+        for r, want in zip(results, ids):  # want: the target's ids, eos last
+            z = np.stack([np.asarray(step) for step in r.logits[0][: len(want)]]).astype(np.float64)  # (T, V)
+            lp = _log_softmax(z / T)
+            out.append([float(lp[t, j]) for t, j in enumerate(want)])
+        return out
+
     def _ids(self, tokens: Sequence[str], limit: int) -> Tuple[List[int], bool]:
         """Token ids ending with eos, and whether the hypothesis ran into the max length unfinished."""
         ids = [self.tgt_index.get(t, self.unk) for t in tokens]
@@ -122,16 +140,26 @@ class CT2Engine:
             # positional scores (fairseq's P- lines): CT2 scores the hypotheses by teacher forcing
             flat_src = [tokens[k] for k, hs in enumerate(hyps) for _ in hs]
             flat_tgt = [[self.task.tgt_dict[j] for j in ids[:-1]] for hs in hyps for ids, _ in hs]
-            scored = iter(self.translator.score_batch(flat_src, flat_tgt, max_batch_size=batch_size * cfg.nbest,
-                                                      max_input_length=0))
+            flat_ids = [ids for hs in hyps for ids, _ in hs]
+            if cfg.sampling and cfg.temperature != 1.0:  # seqkit's scores are log-probs at the temperature
+                scored = iter(self._tempered(flat_src, flat_tgt, flat_ids, batch_size * cfg.nbest))
+            else:
+                scored = iter(r.log_probs for r in self.translator.score_batch(
+                    flat_src, flat_tgt, max_batch_size=batch_size * cfg.nbest, max_input_length=0))
             for k, i in enumerate(members):
                 for ids, unfinished in hyps[k]:
-                    pos = list(next(scored).log_probs[: len(ids)])  # (len(ids),) eos last
+                    pos = list(next(scored)[: len(ids)])  # (len(ids),) eos last
                     # seqkit's score from them: CT2's own is over a softmax renormalized without <pad>/<s>
                     score = sum(pos) / len(ids) ** cfg.lenpen
                     out[i].append({"tokens": ids, "score": score, "positional_scores": pos, "unfinished": unfinished})
                 out[i].sort(key=lambda h: -h["score"])
         return out
+
+
+def _log_softmax(z: Any) -> Any:
+    """Row-wise log-softmax of a numpy array ``(T, V)``."""
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
 def default_threads(total: int, batch_size: int, beam: int, inter_threads: int) -> tuple:
