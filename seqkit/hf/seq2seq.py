@@ -348,6 +348,3 @@ class MarianTokenizers:
 
     def side_states(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         return self.states[0], self.states[1]
-
-    def state_dict(self) -> Dict[str, Any]:
-        return self.states[0]

@@ -25,12 +25,15 @@ import torch
 
 from seqkit.errors import SeqkitError
 from seqkit.hf.keymap import KeyMap
+from seqkit.hf import seq2seq
 from seqkit.hf.vocab import VocabMap
 
 ARCHITECTURES = ("T5ForConditionalGeneration",)
 # HF dense_act_fn -> seqkit activation
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu", "swish": "silu"}
+TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
+task_state = seq2seq.task_state  # the translation task's state, as for BART and Marian
 SPECIAL_IDS = (("pad_token_id", "<pad>"), ("eos_token_id", "</s>"), ("decoder_start_token_id", "<pad>"))
 
 
@@ -121,9 +124,6 @@ def to_seqkit(arch: str, config: Dict[str, Any], state: Dict[str, torch.Tensor],
     return cfg, out
 
 
-TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
-
-
 def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
           imported: str = "") -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """``(config.json, state dict)`` of ``T5ForConditionalGeneration`` for a seqkit Transformer with
@@ -163,9 +163,3 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap,
 
 def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
     return {}
-
-
-def task_state(vocab: VocabMap, tok: Any, config: Dict[str, Any]) -> Dict[str, Any]:
-    from seqkit.hf.seq2seq import task_state as seq2seq_task_state
-
-    return seq2seq_task_state(vocab, tok, config)
