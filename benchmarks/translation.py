@@ -385,7 +385,7 @@ def main() -> None:
                          "lstm_luong_small, convs2s_small, ...")
     ap.add_argument("--train-updates", type=int, default=40, help="timed training updates (after 5 warm-up)")
     ap.add_argument("--gen-sentences", type=int, default=1000, help="test sentences for batch 64")
-    ap.add_argument("--gen-sentences-b1", type=int, default=100, help="test sentences for batch 1")
+    ap.add_argument("--gen-sentences-b1", type=int, default=300, help="test sentences for batch 1")
     ap.add_argument("--gen-repeats", type=int, default=3, help="generation runs per figure; the median is reported")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even when it is installed")

@@ -38,13 +38,13 @@ class PackedLinear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias  # shared: state_dict and .weight unchanged
+        self._bias = None if linear.bias is None else linear.bias.detach()  # the same storage, no autograd
         with torch.no_grad():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach())  # opaque layout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``(..., in_features)`` -> ``(..., out_features)``; no autograd."""
-        bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self._bias, "none", [], "")
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

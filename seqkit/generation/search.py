@@ -146,6 +146,9 @@ class SequenceGenerator:
         align = cfg.print_alignment
         attn = None  # (R, steps, S) with print_alignment: each row's attention at each step
         src_len = src_lengths.detach().cpu()  # (B,)
+        never = torch.tensor([self.pad, self.bos], device=device)  # tokens no hypothesis may emit
+        first_row = torch.arange(n, device=device).unsqueeze(1) * W  # (n, 1): each unit's first row
+        new_tokens = tokens[:, 0]  # (R,): the tokens the next step reads (from step 1 on)
 
         for step in range(max_len + 1):
             if step == 0:
@@ -162,10 +165,10 @@ class SequenceGenerator:
                     attn = torch.zeros(B * K, max_len + 1, step_attn.size(1), device=device)  # (R, steps, S)
                     step_attn = step_attn.index_select(0, sent)
             else:
-                logits, step_attn = self._decode(model, tokens[:, step : step + 1].contiguous(), enc, cache, step)
+                logits, step_attn = self._decode(model, new_tokens.view(-1, 1), enc, cache, step)  # (R, V)
             if align:
                 attn[:, step] = step_attn
-            lprobs = self._log_probs(logits, tokens, step, row_max, min_unit_max)  # (R, V)
+            lprobs = self._log_probs(logits, tokens, step, row_max, min_unit_max, never)  # (R, V)
             if cfg.sampling:
                 cands = sample_step(lprobs, cum, cfg.sampling_topk, cfg.sampling_topp)  # (n, 1)
             else:
@@ -173,7 +176,8 @@ class SequenceGenerator:
             cand_scores, cand_tokens, cand_beams = cands
 
             # finalize eos candidates among each unit's best W (a -inf one is a dead beam, no hypothesis)
-            eos_mask = (cand_tokens[:, :W] == self.eos) & (cand_scores[:, :W] > -math.inf)  # (n, W)
+            is_eos = cand_tokens == self.eos  # (n, C)
+            eos_mask = is_eos[:, :W] & (cand_scores[:, :W] > -math.inf)  # (n, W)
             eos_units, eos_cands = eos_mask.nonzero(as_tuple=True)
             done = unit_max <= step  # (n,) CPU
             if eos_units.numel():
@@ -190,20 +194,21 @@ class SequenceGenerator:
                 if keep.numel() == 0:
                     break
                 old_units = keep.to(device)
+                first_row = old_units.unsqueeze(1) * W  # (n', 1): old first row of each unit left
                 unit_sent, unit_max, unit_count = unit_sent[keep], unit_max[keep], unit_count[keep]
                 min_unit_max, n = int(unit_max.min()), keep.numel()
                 row_max = row_max.view(-1, W)[old_units].view(-1)
-                cand_scores, cand_tokens, cand_beams = (t[old_units] for t in (cand_scores, cand_tokens, cand_beams))
+                cands = (cand_scores, cand_tokens, cand_beams, is_eos)
+                cand_scores, cand_tokens, cand_beams, is_eos = (t[old_units] for t in cands)
 
             # each unit continues with its best W non-eos candidates (2W hold >= W: <= 1 eos per beam)
             C = cand_tokens.size(1)
             if C > W:
-                rank = (cand_tokens == self.eos).long() * C + torch.arange(C, device=device)  # (n, C)
-                active = rank.topk(W, dim=1, largest=False).indices  # (n, W)
+                # the first W non-eos candidates, in rank order: a stable sort puts them first
+                active = is_eos.sort(dim=1, stable=True).indices[:, :W]  # (n, W)
                 cands = (cand_scores, cand_tokens, cand_beams)
                 cand_scores, cand_tokens, cand_beams = (t.gather(1, active) for t in cands)
-            units = old_units if old_units is not None else torch.arange(n, device=device)
-            order = (units.unsqueeze(1) * W + cand_beams).view(-1)  # (R',) old row of each new row
+            order = (first_row + cand_beams).view(-1)  # (R',) old row of each new row
             new_tokens = cand_tokens.reshape(-1)  # (R',)
             new_lp = lprobs[order, new_tokens]  # (R',)
             if W > 1 or old_units is not None:  # width-1 units only move when units leave
@@ -217,6 +222,8 @@ class SequenceGenerator:
             tokens[:, step + 1] = new_tokens
             pos_lp[:, step] = new_lp
             cum = cand_scores.reshape(-1)
+            if old_units is not None:  # rows are numbered afresh
+                first_row = torch.arange(n, device=device).unsqueeze(1) * W
 
         out = []
         for hyps in finalized:
@@ -231,7 +238,8 @@ class SequenceGenerator:
         return model.decode_step(tokens, enc, cache, step), None
 
     def _log_probs(
-        self, logits: torch.Tensor, tokens: torch.Tensor, step: int, row_max: torch.Tensor, min_unit_max: int
+        self, logits: torch.Tensor, tokens: torch.Tensor, step: int, row_max: torch.Tensor, min_unit_max: int,
+        never: torch.Tensor,
     ) -> torch.Tensor:
         """Float32 log-probs ``(R, V)`` of the token at ``step`` with every rule applied as -inf.
 
@@ -242,8 +250,7 @@ class SequenceGenerator:
         if cfg.temperature != 1.0:
             logits = logits / cfg.temperature
         lprobs = torch.log_softmax(logits, dim=-1, out=logits)  # (R, V)
-        lprobs[:, self.pad] = -math.inf
-        lprobs[:, self.bos] = -math.inf
+        lprobs.index_fill_(1, never, -math.inf)  # pad and bos
         if cfg.unkpen:
             lprobs[:, self.unk] -= cfg.unkpen
         if cfg.no_repeat_ngram_size > 0:

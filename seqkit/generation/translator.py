@@ -27,6 +27,7 @@ from seqkit.generation.load import load_for_inference
 from seqkit.generation.packed import pack_linear_weights
 from seqkit.generation.quantize import quantize_int8
 from seqkit.generation.search import SequenceGenerator
+from seqkit.generation.transformer_step import install_step_plan
 
 log = logging.getLogger("seqkit.generate")
 
@@ -118,6 +119,7 @@ class Translator(TranslatorBase):
             model = quantize_int8(model)
         model = model.to(dev)
         pack_for_search(model, packed_weights, dev.type, precision, quantize)
+        install_step_plan(model)  # after packing and quantizing: the plan reads the layers as they end up
         return cls(task, model, gen_cfg, dev, precision, inter_threads)
 
     def _autocast(self) -> Any:

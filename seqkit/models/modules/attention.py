@@ -53,8 +53,9 @@ class MultiheadAttention(nn.Module):
 
     def project_kv(self, memory: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention keys and values of ``memory`` ``(B, S, C)`` -> 2 x ``(B, H, S, D)``."""
-        k, v = self.kv_proj(memory).chunk(2, dim=-1)
-        return self._heads(k), self._heads(v)
+        B, S, _ = memory.shape
+        k, v = self.kv_proj(memory).view(B, S, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return k, v
 
     def attention_weights(self, x: torch.Tensor, keys: torch.Tensor, attn_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """Cross-attention weights of queries ``x`` ``(B, T, C)`` over ``keys`` ``(B, H, S, D)``,
@@ -87,8 +88,8 @@ class MultiheadAttention(nn.Module):
         """
         B, T, C = x.shape
         if self.self_attention:
-            q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
-            q, k, v = self._heads(q), self._heads(k), self._heads(v)
+            # one view of the fused projection (3 views of B, H, T, D), not a chunk and three reshapes
+            q, k, v = self.qkv_proj(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
             if kv is not None:
                 k, v = _append(kv[0], k, kv_order), _append(kv[1], v, kv_order)
         else:
@@ -124,14 +125,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optiona
 def _append(past: torch.Tensor, new: torch.Tensor, order: Optional[torch.Tensor]) -> torch.Tensor:
     """Rows ``order`` of ``past`` ``(B0, H, t, D)`` extended by ``new`` ``(B, H, T, D)`` -> ``(B, H, t+T, D)``.
 
-    Beam search reorders the cache every step: selecting rows straight into the extended tensor
-    copies the cache once per step instead of twice (``index_select``, then ``cat``).
+    Beam search reorders the cache every step. ``index_select`` then ``cat`` measured faster than
+    selecting straight into a slice of the extended tensor (3.8 against 6.1 us for a (5, 4, 15, 64)
+    cache on one core: ``index_select`` into a strided ``out`` takes a slow path), in fewer ops.
     """
-    if order is None:
-        return torch.cat([past, new], dim=2)
-    B, H, T, D = new.shape
-    t = past.size(2)
-    out = new.new_empty(B, H, t + T, D)
-    torch.index_select(past, 0, order, out=out[:, :, :t])
-    out[:, :, t:] = new
-    return out
+    return torch.cat([past if order is None else past.index_select(0, order), new], dim=2)
