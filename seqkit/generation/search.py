@@ -194,7 +194,6 @@ class SequenceGenerator:
                 if keep.numel() == 0:
                     break
                 old_units = keep.to(device)
-                first_row = old_units.unsqueeze(1) * W  # (n', 1): old first row of each unit left
                 unit_sent, unit_max, unit_count = unit_sent[keep], unit_max[keep], unit_count[keep]
                 min_unit_max, n = int(unit_max.min()), keep.numel()
                 row_max = row_max.view(-1, W)[old_units].view(-1)
@@ -208,7 +207,8 @@ class SequenceGenerator:
                 active = is_eos.sort(dim=1, stable=True).indices[:, :W]  # (n, W)
                 cands = (cand_scores, cand_tokens, cand_beams)
                 cand_scores, cand_tokens, cand_beams = (t.gather(1, active) for t in cands)
-            order = (first_row + cand_beams).view(-1)  # (R',) old row of each new row
+            units_first_row = first_row if old_units is None else old_units.unsqueeze(1) * W  # (n', 1) old rows
+            order = (units_first_row + cand_beams).view(-1)  # (R',) old row of each new row
             new_tokens = cand_tokens.reshape(-1)  # (R',)
             new_lp = lprobs[order, new_tokens]  # (R',)
             if W > 1 or old_units is not None:  # width-1 units only move when units leave
