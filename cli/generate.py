@@ -39,9 +39,9 @@ def format_sentence(t: TranslatorBase, sid: int, source: str, target: Optional[s
     return "\n".join(lines) + "\n"
 
 
-def _split_output(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Iterator[str]:
-    """The split's output in sentence order. Under torchrun every rank translates every
-    world_size-th sentence and rank 0 gathers and prints them all (the others print nothing)."""
+def _split_results(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Optional[Tuple[Any, bool, Dict[int, Any]]]:
+    """``(dataset, with_target, hypotheses by sentence id)`` of the split. Under torchrun every rank
+    translates every world_size-th sentence and rank 0 gathers them all (the others get None)."""
     task = t.task
     from seqkit.data.dictionary import Dictionary
 
@@ -64,12 +64,40 @@ def _split_output(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Iterator
         gathered: List[Any] = [None] * dist.world_size if dist.is_main else None
         torch_dist.gather_object(results, gathered, dst=0)
         if not dist.is_main:
-            return
+            return None
         results = {sid: hypos for part in gathered for sid, hypos in part.items()}
+    return ds, with_target, results
+
+
+def _split_output(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Iterator[str]:
+    """The split's output in sentence order (rank 0 only under torchrun)."""
+    found = _split_results(t, cfg, dist)
+    if found is None:
+        return
+    ds, with_target, results = found
+    task = t.task
     for sid in range(len(ds)):
         src = task.detokenize(task.pieces(ds.src[sid], "src"), "src")
         tgt = task.detokenize(task.pieces(ds.tgt[sid])) if with_target else None
         yield format_sentence(t, sid, src, tgt, results[sid])
+
+
+def _distill(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> int:
+    """distill_to=DIR: the data folder with gen_subset's targets replaced by the best hypotheses."""
+    from seqkit.data.distilled import write_distilled_folder
+    from seqkit.generation.base import as_list
+
+    found = _split_results(t, cfg, dist)
+    if found is None:
+        return 0
+    ds, _, results = found
+    task, g = t.task, t.gen_cfg
+    best = [[int(i) for i in as_list(results[sid][0]["tokens"])] for sid in range(len(ds))]
+    write_distilled_folder(cfg.task.data, cfg.distill_to, cfg.gen_subset, task.source_lang, task.target_lang, best,
+                           task.tgt_dict.eos_index, len(task.tgt_dict),
+                           {"teacher": os.path.abspath(cfg.path), "beam": g.beam, "lenpen": g.lenpen,
+                            "sampling": g.sampling})
+    return len(ds)
 
 
 def _stdin_output(t: TranslatorBase, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
@@ -288,6 +316,12 @@ def generate(argv: Optional[List[str]] = None) -> None:
         raise SeqkitError("path=CHECKPOINT is required")
     if cfg.input and cfg.input != "-":
         raise SeqkitError(f"input={cfg.input!r}: only '-' (stdin) is supported; binarized data uses gen_subset")
+    if cfg.distill_to:
+        from seqkit.data.distilled import check_destination
+
+        if cfg.input == "-":
+            raise SeqkitError("distill_to= translates a binarized split (gen_subset), not input=-")
+        check_destination(cfg.distill_to, cfg.task.data)
     if cfg.engine == "ctranslate2":
         t: Any = _ct2_translator(cfg)
         dist: Any = _OneProcess()
@@ -311,6 +345,15 @@ def generate(argv: Optional[List[str]] = None) -> None:
     elif getattr(task, "model_kind", "seq2seq") == "lm":
         raise SeqkitError("a language model continues prompts: pass input=- and one prompt per line on stdin "
                           "(seqkit-eval-lm scores a binarized split)")
+    elif cfg.distill_to:
+        if getattr(task, "source_lang", None) is None or getattr(task, "tgt_dict", None) is None:
+            raise SeqkitError("distill_to= needs a translation checkpoint (a source and a target side)")
+        n = _distill(t, cfg, dist)
+        _cleanup(dist)
+        if dist.is_main:
+            log.info("wrote %s: the %d sentences of %s with the teacher's best hypotheses as targets in %.1fs",
+                     cfg.distill_to, n, cfg.gen_subset, time.perf_counter() - t0)
+        return
     else:
         source = _split_output(t, cfg, dist)
     if not dist.is_main:

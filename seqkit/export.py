@@ -135,6 +135,9 @@ def transformer_spec(model: Any, src_symbols: list, tgt_symbols: list, specials:
                       ("head_dim", 0), ("gated_ffn", False), ("scale_output", False)):
         if getattr(cfg, key) != want:  # an imported HuggingFace model's switches
             raise SeqkitError(f"CTranslate2 export takes model.{key}={want} models, not {getattr(cfg, key)}")
+    if cfg.pruned_heads:
+        raise SeqkitError("CTranslate2 export takes models with the same number of heads in every attention layer; "
+                          "this one's heads were pruned (seqkit-generate's own engine serves it)")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
                   "gelu_tanh": common_spec.Activation.GELUTanh, "silu": common_spec.Activation.SWISH}[cfg.activation]
     spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.attention_heads,

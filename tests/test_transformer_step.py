@@ -20,6 +20,9 @@ VARIANTS = [
     {"head_dim": 2},  # H * D = 8 != C = 12
     {"embed_layer_norm": True, "no_scale_embedding": True, "scale_output": True},
     {"decoder_start": "eos", "layer_norm_eps": 1e-12},
+    # heads removed by seqkit-prune: a different number in each attention module
+    {"pruned_heads": {"decoder_layers.0.self_attn": [1], "decoder_layers.1.cross_attn": [0, 2, 3],
+                      "encoder_layers.1.self_attn": [2]}},
 ]
 
 

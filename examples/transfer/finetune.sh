@@ -8,7 +8,8 @@
 # random weights, trained in full). ulmfit first trains the body's own objective on the task's
 # training text (ULMFiT's middle stage, LM_UPDATES updates, default 500). key=value settings go
 # to the fine-tuning seqkit-train. Leaves WORK_DIR/runs/TASK/BODY-MODE/ with train.log, score.txt
-# and row.json; checkpoints in .../checkpoints.
+# and row.json; checkpoints in .../checkpoints. RATE=1e-3 replaces the mode's learning rate (the run
+# folder is then BODY-MODE-lrRATE).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 usage="usage: finetune.sh WORK_DIR TASK BODY MODE [key=value ...]"
@@ -16,7 +17,7 @@ work="${1:?$usage}"; task="${2:?$usage}"; body="${3:?$usage}"; mode="${4:?$usage
 shift 4
 ck="$work/$body/checkpoints/checkpoint_best.pt"
 [[ -f "$ck" ]] || { echo "finetune.sh: error: $ck not found: run pretrain.sh $work $body first" >&2; exit 1; }
-run="$work/runs/$task/$body-$mode"
+run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}"
 mkdir -p "$run"
 start=$(date +%s)
 
@@ -70,7 +71,7 @@ schedule=(lr_scheduler=polynomial_decay lr_scheduler.warmup_updates=$(( updates 
 [[ $mode == ulmfit ]] && schedule=(lr_scheduler=slanted_triangular model.ulmfit.unfreeze_every=$(( updates / 12 )))
 seqkit-train task="$( [[ $task == conll ]] && echo tagging || echo classification )" task.data="$data" \
   model="$model" model.path="$ck" model.adapt="$adapt" model.scratch="$scratch" criterion=cross_entropy \
-  optimizer=adamw optimizer.lr="${LR[$mode]}" "${schedule[@]}" optimization.max_update="$updates" \
+  optimizer=adamw optimizer.lr="${RATE:-${LR[$mode]}}" "${schedule[@]}" optimization.max_update="$updates" \
   dataset.max_tokens=4096 dataset.max_sentences=32 checkpoint.save_dir="$run/checkpoints" \
   checkpoint.best_checkpoint_metric="$metric" checkpoint.maximize_best_checkpoint_metric=true \
   checkpoint.no_epoch_checkpoints=true common.log_interval=200 common.threads=2 "$@" 2>&1 | tee "$run/train.log"
@@ -79,4 +80,4 @@ split=valid; [[ $task == conll ]] && split=test   # CoNLL: testb, the split pape
 seqkit-generate path="$run/checkpoints/checkpoint_best.pt" task.data="$data" gen_subset=$split batch_size=64 \
   > "$run/gen-$split.txt"
 seqkit-score hyp="$run/gen-$split.txt" | tee "$run/score.txt"
-python "$here/row.py" "$run" "$task" "$body" "$mode" "$(( $(date +%s) - start ))" | tee "$run/row.json"
+python "$here/row.py" "$run" "$task" "$body" "$mode" "$(( $(date +%s) - start ))" "${RATE:-${LR[$mode]}}" | tee "$run/row.json"

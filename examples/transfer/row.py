@@ -1,7 +1,7 @@
 """One row of a transfer table from a fine-tuning run's folder (finetune.sh): the score, the
 trainable-parameter line's figures, the best checkpoint's size (the file, and the model tensors it
 holds: what serving needs next to the base) and the wall time.
-Usage: python row.py RUN_DIR TASK BODY MODE SECONDS"""
+Usage: python row.py RUN_DIR TASK BODY MODE SECONDS [LEARNING_RATE]"""
 
 import json
 import os
@@ -9,6 +9,7 @@ import re
 import sys
 
 run, task, body, mode, seconds = sys.argv[1:6]
+rate = float(sys.argv[6]) if len(sys.argv) > 6 else None
 log = open(os.path.join(run, "train.log"), encoding="utf-8").read()
 trainable, total = re.search(r"trainable parameters: ([\d,]+) of ([\d,]+)", log).groups()
 score = open(os.path.join(run, "score.txt"), encoding="utf-8").read()
@@ -26,5 +27,5 @@ print(json.dumps({
     "trainable": int(trainable.replace(",", "")), "total": int(total.replace(",", "")),
     "checkpoint_bytes": os.path.getsize(os.path.join(run, "checkpoints", "checkpoint_best.pt")),
     "weights_bytes": weights,
-    "updates": int(updates[-1]) if updates else None, "wall_s": int(seconds),
+    "updates": int(updates[-1]) if updates else None, "wall_s": int(seconds), "lr": rate,
 }))

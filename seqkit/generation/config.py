@@ -131,5 +131,8 @@ class GenerateConfig:
     ctranslate2_dir: str = arg("", "engine=ctranslate2: the export folder to use, rewritten when it does not match "
                                    "the checkpoint (empty: a cache folder keyed by the checkpoint's sha256)")
     results_path: Optional[str] = arg(None, "write generate-<subset>.txt into this folder instead of stdout")
+    distill_to: str = arg("", "sequence-level distillation (Kim & Rush, 2016): write a copy of task.data into this "
+                              "new folder with gen_subset's targets replaced by each sentence's best hypothesis "
+                              "(the teacher's token ids), and print nothing; train a student on it")
     topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all; masked-LM "
                        "checkpoints: fillers per <mask> slot (1: the default 5)", ge=1)

@@ -75,6 +75,7 @@ class _Layer:
     def __init__(self, layer: nn.Module):
         sa, ca = layer.self_attn, layer.cross_attn
         self.heads, self.head_dim, self.scale = sa.num_heads, sa.head_dim, sa.sdpa_scale
+        self.cross_heads = ca.num_heads  # differs from heads after head pruning
         self.pre = layer.self_res.normalize_before
         self.qkv, self.self_out, self.self_norm = _linear(sa.qkv_proj), _linear(sa.out_proj), _norm(layer.self_res.norm)
         self.q, self.cross_out, self.cross_norm = _linear(ca.q_proj), _linear(ca.out_proj), _norm(layer.cross_res.norm)
@@ -121,10 +122,11 @@ class DecoderStepPlan:
                 return L.self_out(out.view(B, H * D))
 
             def cross_attention(h: torch.Tensor) -> torch.Tensor:
-                q = L.q(h).view(G, B // G, H, D).transpose(1, 2)  # (G, H, B/G, D): a sentence's rows as queries
-                keys, values = cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"]  # (G, H, S, D)
+                Hc = L.cross_heads
+                q = L.q(h).view(G, B // G, Hc, D).transpose(1, 2)  # (G, Hc, B/G, D): a sentence's rows as queries
+                keys, values = cache[f"{STATIC}{i}.ck"], cache[f"{STATIC}{i}.cv"]  # (G, Hc, S, D)
                 out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=L.scale)
-                return L.cross_out(out.transpose(1, 2).reshape(B, H * D))
+                return L.cross_out(out.transpose(1, 2).reshape(B, Hc * D))
 
             x = self._block(x, L.self_norm, L.pre, self_attention)
             x = self._block(x, L.cross_norm, L.pre, cross_attention)

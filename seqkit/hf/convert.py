@@ -226,6 +226,9 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
                           "and fine-tuned pretrained_classifier / pretrained_tagger models")
     task, model = load_for_inference(path, state=state)
     model_cfg = to_plain(model.cfg)
+    if model_cfg.get("pruned_heads"):
+        raise SeqkitError(f"{path}: its attention heads were pruned (model.pruned_heads); HuggingFace export takes "
+                          "models with the same number of heads in every layer")
     if peft and (not fine_tuned or model_cfg.get("adapt") != "lora"):
         raise SeqkitError(f"peft=true takes a model.adapt=lora fine-tuning run; {path} holds "
                           f"{'a ' + name + ' model' if not fine_tuned else 'model.adapt=' + str(model_cfg.get('adapt'))}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
+from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import norm
 from seqkit.models.modules.positions import SINUSOIDS, LearnedPositions, RelativePositionBias, SinusoidalPositions
@@ -72,6 +73,7 @@ class TransformerConfig:
                                     "(T5 with tied embeddings)")
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
+    pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
 
 
 @MODELS.preset("transformer_base")
@@ -163,6 +165,7 @@ class TransformerModel(EncoderDecoderModel):
         # a fixed bias ``(V,)`` on the logits, saved and never trained (set by the HuggingFace importer)
         self.output_bias: Optional[torch.Tensor]
         self.register_buffer("output_bias", torch.zeros(len(tgt_dict)) if cfg.output_bias else None)
+        remove_heads(self, cfg.pruned_heads)
 
     @classmethod
     def build(cls, cfg: TransformerConfig, src_dict: Dictionary, tgt_dict: Dictionary) -> "TransformerModel":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -28,6 +28,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import EncoderClassifierModel
+from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
@@ -76,11 +77,13 @@ class TransformerEncoderConfig:
 @dataclass
 class TransformerClassifierConfig(TransformerEncoderConfig):
     name: str = arg("transformer_classifier", "registry name of the model")
+    pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
 
 
 @dataclass
 class TransformerTaggerConfig(TransformerEncoderConfig):
     name: str = arg("transformer_tagger", "registry name of the model")
+    pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
 
 
 @MODELS.preset("transformer_classifier_small")
@@ -244,6 +247,7 @@ class TransformerClassifier(EncoderClassifierModel):
         self.cfg = cfg
         self.encoder = TransformerEncoder(cfg, src_dict)
         self.head = PoolerHead(cfg.embed_dim, num_labels, cfg.dropout)
+        remove_heads(self, cfg.pruned_heads)
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
@@ -264,6 +268,7 @@ class TransformerTagger(EncoderClassifierModel):
         self.cfg = cfg
         self.encoder = TransformerEncoder(cfg, src_dict)
         self.head = TokenHead(cfg.embed_dim, num_labels, cfg.dropout)
+        remove_heads(self, cfg.pruned_heads)
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30

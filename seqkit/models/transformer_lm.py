@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -24,6 +24,7 @@ from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.adaptive_input import AdaptiveInput, init_shared
+from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
@@ -62,6 +63,7 @@ class TransformerLMConfig:
     layer_norm_eps: float = arg(1e-5, "epsilon added to the variance in every LayerNorm", gt=0)
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
+    pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
 
 
 @MODELS.preset("gpt2_small")
@@ -123,6 +125,7 @@ class TransformerLM(LanguageModel):
         self.head = head if head is not None else LMHead(C, V, self.embed if cfg.share_input_output_embed else None,
                                                          cfg.adaptive_softmax_cutoff, cfg.adaptive_softmax_factor,
                                                          cfg.output_bias)
+        remove_heads(self, cfg.pruned_heads)
 
     @classmethod
     def build(cls, cfg: TransformerLMConfig, dictionary: Dictionary) -> "TransformerLM":

@@ -46,6 +46,8 @@ class Meter:
             nll = s["nll_loss"] / size / LN2
             out["nll_loss"] = round(nll, 3)
             out["ppl"] = round(2 ** min(nll, 60.0), 2)
+        if "kd_loss" in s:  # distillation: the KL to the teacher
+            out["kd_loss"] = round(s["kd_loss"] / size / LN2, 3)
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         out["tokens_per_s"] = round(s.get("ntokens", 0.0) / elapsed, 1)
         return out

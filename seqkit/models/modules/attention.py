@@ -5,7 +5,7 @@ Shapes: B batch, T query length, S key length, C model dim, H heads, D = C // H.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,9 @@ class MultiheadAttention(nn.Module):
             self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
             self.kv_proj = nn.Linear(embed_dim, 2 * inner, bias=bias)
         self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
+        # (H,) multiplies each head's output when set: the mask whose gradient measures a head's
+        # importance (seqkit/prune.py); None in training and inference
+        self.head_mask: Optional[torch.Tensor] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -46,6 +49,31 @@ class MultiheadAttention(nn.Module):
         nn.init.xavier_uniform_(self.out_proj.weight)
         if self.out_proj.bias is not None:
             nn.init.zeros_(self.out_proj.bias)
+
+    def prune_heads(self, heads: List[int]) -> None:
+        """Remove heads (indices into the current ones) from the projections: their rows of the
+        q/k/v projections and their columns of the output projection (Michel et al., 2019)."""
+        if not heads:
+            return
+        if len(set(heads)) >= self.num_heads or min(heads) < 0 or max(heads) >= self.num_heads:
+            raise ValueError(f"cannot remove heads {sorted(heads)} of {self.num_heads}")
+        H, D = self.num_heads, self.head_dim
+        kept = torch.tensor([h for h in range(H) if h not in set(heads)])
+        # (H' * D,): the kept heads' rows of one of q, k or v
+        cols = (kept[:, None] * D + torch.arange(D)).reshape(-1).to(self.out_proj.weight.device)
+        if self.self_attention:
+            self.qkv_proj = _rows(self.qkv_proj, torch.cat([cols + i * H * D for i in range(3)]))
+        else:
+            self.q_proj = _rows(self.q_proj, cols)
+            self.kv_proj = _rows(self.kv_proj, torch.cat([cols, cols + H * D]))
+        w = self.out_proj.weight
+        out = nn.Linear(len(cols), self.embed_dim, bias=self.out_proj.bias is not None, device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            out.weight.copy_(self.out_proj.weight[:, cols])
+            if out.bias is not None:
+                out.bias.copy_(self.out_proj.bias)
+        self.out_proj = out
+        self.num_heads = len(kept)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -101,6 +129,8 @@ class MultiheadAttention(nn.Module):
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
             is_causal = False
         out = attend(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal, self.sdpa_scale)  # (B, H, T, D)
+        if self.head_mask is not None:
+            out = out * self.head_mask.view(1, -1, 1, 1).to(out.dtype)
         out = out.transpose(1, 2).reshape(B, T, -1)
         return self.out_proj(out), (k, v)
 
@@ -120,6 +150,39 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optiona
                                                   dropout_p=dropout_p, is_causal=is_causal, scale=scale).to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                           scale=scale)
+
+
+PRUNED_HEADS_HELP = ("attention heads removed by seqkit-prune (written there; leave empty): attention module name "
+                     "-> indices of its original heads")
+
+
+def remove_heads(model: nn.Module, pruned: Dict[str, List[int]]) -> None:
+    """Remove the heads ``pruned`` names from a freshly built ``model``: the model a pruned
+    checkpoint describes, ready for its weights."""
+    from seqkit.errors import SeqkitError
+
+    for name, heads in pruned.items():
+        try:
+            module = model.get_submodule(name)
+        except AttributeError:
+            module = None
+        if not isinstance(module, MultiheadAttention):
+            raise SeqkitError(f"model.pruned_heads: {name!r} is not an attention module of this model")
+        try:
+            module.prune_heads(list(heads))
+        except ValueError as e:
+            raise SeqkitError(f"model.pruned_heads: {name}: {e}") from None
+
+
+def _rows(lin: nn.Linear, rows: torch.Tensor) -> nn.Linear:
+    """A copy of ``lin`` keeping only output ``rows``."""
+    w = lin.weight
+    new = nn.Linear(lin.in_features, len(rows), bias=lin.bias is not None, device=w.device, dtype=w.dtype)
+    with torch.no_grad():
+        new.weight.copy_(lin.weight[rows])
+        if lin.bias is not None:
+            new.bias.copy_(lin.bias[rows])
+    return new
 
 
 def _append(past: torch.Tensor, new: torch.Tensor, order: Optional[torch.Tensor]) -> torch.Tensor:

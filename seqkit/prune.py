@@ -1,0 +1,189 @@
+"""Pruning a trained model: attention heads (Michel et al., 2019) or weights by magnitude.
+
+Heads: each attention module's heads get a mask ``xi`` (ones); a head's importance is the
+absolute gradient of the validation loss with respect to its mask, ``|dL / dxi_h|``, summed over
+the split's batches and normalized by its layer's l2 norm (Michel et al., section 4; their
+appendix: the normalization makes a global ranking across layers work). The least important
+heads are removed, ``step`` of them (a share of the heads) at a time, the importance measured
+again after each round, until ``share`` of the heads are gone; a layer keeps at least one head.
+The heads are removed from the weights (their rows of the q/k/v projections, their columns of the
+output projection) and named in the model's config (``model.pruned_heads``), so the result is an
+ordinary checkpoint: smaller, faster, loaded by every command like any other.
+
+Magnitude (Han et al., 2015; See et al., 2016 for NMT): the ``share`` of weights with the smallest
+absolute values set to zero, over all weight matrices and embeddings at once (``scope=global``,
+See et al.'s class-blind) or the same share of each matrix (``scope=layer``, class-uniform);
+biases and norms are kept. The matrices stay dense: the file and the speed do not change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Tuple
+
+import torch
+from torch import nn
+
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+from seqkit.models.modules.attention import MultiheadAttention
+
+log = logging.getLogger("seqkit.prune")
+
+
+@dataclass
+class PruneConfig:
+    path: str = arg("", "checkpoint to prune (required)")
+    output: str = arg("", "where to write the pruned checkpoint (required)")
+    method: str = arg("heads", "heads (attention heads, by importance on data) or magnitude (weights, by size)",
+                      choices=("heads", "magnitude"))
+    share: float = arg(0.2, "share of the heads, or of the weights, to remove", ge=0, lt=1)
+    scope: str = arg("global", "magnitude: one threshold for all matrices (global) or the same share of each (layer)",
+                     choices=("global", "layer"))
+    step: float = arg(0.1, "heads: share of the heads removed per round before the importance is measured again",
+                      gt=0, le=1)
+    data: str = arg("", "heads: the data folder holding the split the importance is measured on (empty: the "
+                        "checkpoint's task.data)")
+    subset: str = arg("valid", "heads: the split whose loss measures the importance")
+    max_tokens: int = arg(4096, "heads: tokens per batch of that split", ge=1)
+    threads: int = arg(0, "CPU threads (0: torch's default)", ge=0)
+
+
+def attention_modules(model: nn.Module) -> Dict[str, MultiheadAttention]:
+    """Every attention module of ``model`` by its name (``encoder_layers.0.self_attn``, ...)."""
+    return {name: m for name, m in model.named_modules() if isinstance(m, MultiheadAttention)}
+
+
+def head_importance(model: nn.Module, loss_of: Callable[[], Any]) -> Dict[str, torch.Tensor]:
+    """``|dL / dxi|`` of each head ``(H,)`` per attention module, summed over the losses ``loss_of()``
+    yields (one a batch), each module's normalized to unit l2 norm."""
+    modules = attention_modules(model)
+    names = list(modules)
+    masks = [torch.ones(modules[n].num_heads, requires_grad=True) for n in names]
+    total = [torch.zeros(len(m)) for m in masks]
+    was_training = model.training
+    model.eval()
+    try:
+        for n, m in zip(names, masks):
+            modules[n].head_mask = m
+        for loss in loss_of():
+            for t, g in zip(total, torch.autograd.grad(loss, masks)):
+                t += g.abs()
+    finally:
+        for n in names:
+            modules[n].head_mask = None
+        model.train(was_training)
+    return {n: t / t.norm().clamp_min(1e-20) for n, t in zip(names, total)}
+
+
+def prune_heads(model: nn.Module, pruned: Dict[str, List[int]], importance: Callable[[], Dict[str, torch.Tensor]],
+                share: float, step: float) -> Dict[str, List[int]]:
+    """Remove ``share`` of ``model``'s heads, least important first, ``step`` of them per round.
+    ``pruned``: the heads already removed (original indices per module); returns it extended."""
+    modules = attention_modules(model)
+    total = sum(m.num_heads for m in modules.values())
+    goal, per_round = int(round(share * total)), max(1, int(round(step * total)))
+    record = {n: list(h) for n, h in pruned.items()}
+    removed = 0
+    while removed < goal:
+        scores = importance()
+        ranked = sorted((float(s[h]), n, h) for n, s in scores.items() for h in range(len(s)))
+        chosen: Dict[str, List[int]] = {}
+        for _, n, h in ranked:
+            if removed + sum(map(len, chosen.values())) >= min(goal, removed + per_round):
+                break
+            if modules[n].num_heads - len(chosen.get(n, [])) > 1:  # a layer keeps one head
+                chosen.setdefault(n, []).append(h)
+        if not chosen:
+            log.warning("every attention module is down to one head: %d of %d heads removed", removed, goal)
+            break
+        for n, heads in chosen.items():
+            done = set(record.get(n, []))
+            original = [h for h in range(modules[n].num_heads + len(done)) if h not in done]  # current -> original
+            record[n] = sorted(done | {original[h] for h in heads})
+            modules[n].prune_heads(heads)
+        removed += sum(map(len, chosen.values()))
+        log.info("round: %d heads removed (%d of %d so far): %s", sum(map(len, chosen.values())), removed, total,
+                 ", ".join(f"{n} {sorted(h)}" for n, h in chosen.items()))
+    return {n: h for n, h in record.items() if h}
+
+
+def magnitude_prune(model: nn.Module, share: float, scope: str) -> Tuple[int, int]:
+    """Zero ``share`` of the weights of every matrix and embedding of ``model`` by absolute value;
+    returns (weights now zero, weights considered)."""
+    weights = [p for _, p in model.named_parameters() if p.dim() >= 2]  # tied matrices once
+    with torch.no_grad():
+        if scope == "global":
+            flat = torch.cat([w.detach().abs().reshape(-1) for w in weights])
+            k = int(share * flat.numel())
+            drop = torch.zeros(flat.numel(), dtype=torch.bool)
+            drop[flat.argsort()[:k]] = True
+            for w, d in zip(weights, drop.split([w.numel() for w in weights])):
+                w.masked_fill_(d.view_as(w), 0.0)
+        else:
+            for w in weights:
+                k = int(share * w.numel())
+                w.view(-1)[w.detach().abs().reshape(-1).argsort()[:k]] = 0.0
+    return sum(int(w.eq(0).sum()) for w in weights), sum(w.numel() for w in weights)
+
+
+def _validation_losses(task: Any, model: nn.Module, cfg: PruneConfig) -> Callable[[], Any]:
+    from seqkit.criteria.cross_entropy import smoothed_nll
+
+    dataset = task.load_dataset(cfg.subset)
+    too_long = dataset.too_long(*model.max_positions())
+    batches = dataset.batches(cfg.max_tokens, 0, shuffle=False, exclude=too_long)
+
+    def losses():
+        for batch in batches:
+            yield smoothed_nll(model, dataset.collate(batch), task.ignore_index, 0.0)[0]
+
+    return losses
+
+
+def run(cfg: PruneConfig) -> str:
+    from seqkit.generation.load import load_for_inference
+    from seqkit.models.base import saved_keys
+    from seqkit.training import checkpoints
+
+    if not cfg.path or not cfg.output:
+        raise SeqkitError("path=CHECKPOINT and output=FILE are required")
+    if os.path.abspath(cfg.path) == os.path.abspath(cfg.output):
+        raise SeqkitError("output= must differ from path= (the pruned model is a new checkpoint)")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    state = checkpoints.load(cfg.path)
+    task, model = load_for_inference(cfg.path, {"data": cfg.data} if cfg.data else None, state=state)
+    if saved_keys(model) is not None:
+        raise SeqkitError(f"{cfg.path} holds a parameter-efficient run (its trained part only): prune a full "
+                          "checkpoint (seqkit-export format=checkpoint writes one, LoRA merged)")
+    params_before = sum(p.numel() for p in model.parameters())
+    out = {k: v for k, v in state.items() if k not in ("optimizer", "scaler", "_path")}
+    if cfg.method == "heads":
+        modules = attention_modules(model)
+        if not modules or "pruned_heads" not in state["cfg"]["model"]:
+            raise SeqkitError(f"{cfg.path} holds a {state['cfg']['model'].get('name')} model: head pruning takes "
+                              "Transformer models (transformer, transformer_lm, transformer_classifier, "
+                              "transformer_tagger)")
+        if state["cfg"]["model"].get("relative_buckets"):
+            raise SeqkitError("head pruning does not take T5's relative position biases (one per head)")
+        for p in model.parameters():
+            p.requires_grad_(False)
+        losses = _validation_losses(task, model, cfg)
+        before = sum(m.num_heads for m in modules.values())
+        record = prune_heads(model, dict(state["cfg"]["model"]["pruned_heads"]),
+                             lambda: head_importance(model, losses), cfg.share, cfg.step)
+        after = sum(m.num_heads for m in attention_modules(model).values())
+        out["cfg"]["model"]["pruned_heads"] = record
+        what = f"{before - after} of {before} attention heads removed"
+    else:
+        zero, total = magnitude_prune(model, cfg.share, cfg.scope)
+        what = f"{zero:,} of {total:,} matrix and embedding weights are zero ({100 * zero / max(total, 1):.1f}%)"
+    out["model"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out["pruned"] = {"method": cfg.method, "share": cfg.share, "scope": cfg.scope, "from": os.path.abspath(cfg.path)}
+    checkpoints.write([cfg.output], out)
+    params_after = sum(p.numel() for p in model.parameters())
+    return (f"{what}; parameters {params_before:,} -> {params_after:,} "
+            f"({100 * (1 - params_after / params_before):.1f}% fewer); wrote {cfg.output}")

@@ -1,0 +1,158 @@
+"""Pruning: a pruned model's outputs equal the masked model's, a head whose mask gradient is zero
+goes first and leaves the loss unchanged, magnitude shares are exact, and seqkit-prune writes an
+ordinary checkpoint (or one clear error)."""
+
+import pytest
+import torch
+
+import seqkit
+from seqkit.criteria.cross_entropy import smoothed_nll
+from seqkit.generation.load import load_for_inference
+from seqkit.models.modules.attention import MultiheadAttention
+from seqkit.prune import attention_modules, head_importance, magnitude_prune, prune_heads
+from seqkit.training.trainer import Trainer
+from tests.test_transformer import batch, build, tiny
+
+from label_fixtures import one_line_error, train_cfg, translation_ckpt  # noqa: F401  (fixtures are used by name)
+
+seqkit.import_builtin_components()
+
+
+@pytest.mark.parametrize("self_attention", [True, False])
+def test_pruned_attention_equals_the_masked_one(self_attention):
+    torch.manual_seed(0)
+    attn = MultiheadAttention(16, 4, self_attention=self_attention).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    attn.head_mask = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    masked, _ = attn(x, None if self_attention else memory)
+    attn.head_mask = None
+    attn.prune_heads([1, 3])
+    pruned, (k, v) = attn(x, None if self_attention else memory)
+    assert attn.num_heads == 2 and k.shape[1] == 2 and attn.out_proj.in_features == 8
+    torch.testing.assert_close(pruned, masked, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError):
+        attn.prune_heads([0, 1])  # a module keeps a head
+
+
+def loss_of(model):
+    src, lengths, prev = batch()
+    target = torch.cat([prev[:, 1:], torch.full((3, 1), 2)], dim=1)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev}, "target": target}
+    return smoothed_nll(model, sample, 0, 0.0)[0]
+
+
+def test_a_model_built_pruned_equals_the_masked_model():
+    pruned_heads = {"encoder_layers.0.self_attn": [0, 3], "decoder_layers.1.cross_attn": [1]}
+    model, pruned = build(tiny()), build(tiny(pruned_heads=pruned_heads))
+    for name, heads in pruned_heads.items():  # the pruned model holds the kept heads' weights
+        mask = torch.ones(4)
+        mask[heads] = 0
+        attention_modules(model)[name].head_mask = mask
+        kept = [h for h in range(4) if h not in heads]
+        rows = torch.cat([torch.arange(3) + 3 * h for h in kept])  # D = 3
+        full, small = attention_modules(model)[name], attention_modules(pruned)[name]
+        with torch.no_grad():
+            small.out_proj.weight.copy_(full.out_proj.weight[:, rows])
+            if full.self_attention:
+                small.qkv_proj.weight.copy_(full.qkv_proj.weight[torch.cat([rows + i * 12 for i in range(3)])])
+                small.qkv_proj.bias.copy_(full.qkv_proj.bias[torch.cat([rows + i * 12 for i in range(3)])])
+            else:
+                small.q_proj.weight.copy_(full.q_proj.weight[rows])
+                small.q_proj.bias.copy_(full.q_proj.bias[rows])
+                small.kv_proj.weight.copy_(full.kv_proj.weight[torch.cat([rows, rows + 12])])
+                small.kv_proj.bias.copy_(full.kv_proj.bias[torch.cat([rows, rows + 12])])
+    assert sum(p.numel() for p in pruned.parameters()) < sum(p.numel() for p in model.parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(loss_of(pruned), loss_of(model), rtol=1e-6, atol=1e-6)
+
+
+def test_a_head_with_zero_mask_gradient_goes_first_and_leaves_the_loss_unchanged():
+    model = build(tiny())
+    dead = attention_modules(model)["decoder_layers.0.self_attn"]
+    with torch.no_grad():
+        dead.out_proj.weight[:, 6:9] = 0  # head 2 (D = 3) writes nothing
+    for p in model.parameters():
+        p.requires_grad_(False)
+    scores = head_importance(model, lambda: [loss_of(model)])
+    assert scores["decoder_layers.0.self_attn"][2] == 0
+    assert all(torch.allclose(s.norm(), torch.tensor(1.0)) for s in scores.values())  # per-layer normalized
+    with torch.no_grad():
+        before = loss_of(model)
+    total = 4 * 6  # 2 encoder self, 2 decoder self, 2 cross modules of 4 heads
+    record = prune_heads(model, {}, lambda: head_importance(model, lambda: [loss_of(model)]), 1 / total, 0.5)
+    assert record == {"decoder_layers.0.self_attn": [2]}
+    with torch.no_grad():
+        assert torch.allclose(loss_of(model), before, rtol=1e-6, atol=1e-6)
+
+
+def test_rounds_keep_original_indices_and_one_head_per_module():
+    model = build(tiny())
+    for p in model.parameters():
+        p.requires_grad_(False)
+    record = prune_heads(model, {}, lambda: head_importance(model, lambda: [loss_of(model)]), 0.9, 0.25)
+    modules = attention_modules(model)
+    assert all(m.num_heads >= 1 for m in modules.values())
+    assert sum(m.num_heads for m in modules.values()) == 24 - sum(map(len, record.values()))
+    rebuilt = build(tiny(pruned_heads=record))  # the record names original heads: it rebuilds the same shapes
+    shapes = {n: m.num_heads for n, m in modules.items()}
+    assert {n: m.num_heads for n, m in attention_modules(rebuilt).items()} == shapes
+
+
+@pytest.mark.parametrize("scope", ["global", "layer"])
+def test_magnitude_pruning_zeroes_the_smallest_share(scope):
+    model = build(tiny(share_all_embeddings=True))
+    weights = [p for p in model.parameters() if p.dim() >= 2]
+    threshold = {id(w): w.detach().abs().flatten().sort().values for w in weights}
+    zero, total = magnitude_prune(model, 0.4, scope)
+    assert total == sum(w.numel() for w in weights)
+    if scope == "global":
+        assert zero == int(0.4 * total)
+    else:
+        for w in weights:
+            k = int(0.4 * w.numel())
+            assert int(w.eq(0).sum()) == k
+            kept = w.detach()[w.ne(0)].abs()
+            assert kept.numel() == 0 or float(kept.min()) >= float(threshold[id(w)][k - 1])
+
+
+def test_seqkit_prune_writes_an_ordinary_checkpoint(toy_data, translation_ckpt, run_cli, tmp_path):  # noqa: F811
+    from seqkit.cli.generate import main as generate
+    from seqkit.cli.prune import main as prune
+
+    _, data = toy_data
+    out = tmp_path / "heads.pt"
+    r = run_cli(prune, [f"path={translation_ckpt}", f"output={out}", "method=heads", "share=0.25", "step=0.125",
+                        f"data={data}", "threads=1"])
+    assert r.code == 0, r.err
+    task, model = load_for_inference(str(out))
+    heads = sum(m.num_heads for m in attention_modules(model).values())
+    assert heads == 18 and sum(map(len, model.cfg.pruned_heads.values())) == 6  # transformer_tiny: 24 heads
+    r = run_cli(generate, [f"path={out}", f"task.data={data}", "gen_subset=test", "common.threads=1",
+                           "generation.beam=2", "generation.max_len_b=10"])
+    assert r.code == 0 and r.out.count("\nH-") + r.out.startswith("H-") > 0, r.err
+    r = run_cli(prune, [f"path={out}", f"output={tmp_path / 'more.pt'}", "share=0.5", f"data={data}"])
+    assert r.code == 0, r.err  # pruned again: the record keeps original indices
+    _, again = load_for_inference(str(tmp_path / "more.pt"))
+    assert sum(m.num_heads for m in attention_modules(again).values()) == 9
+    assert all(set(model.cfg.pruned_heads.get(n, [])) <= set(h) for n, h in again.cfg.pruned_heads.items())
+    r = run_cli(prune, [f"path={translation_ckpt}", f"output={tmp_path / 'mag.pt'}", "method=magnitude", "share=0.5"])
+    assert r.code == 0 and "50.0%" in r.err, r.err
+
+
+def test_bad_pruning_input_is_one_line(toy_data, translation_ckpt, run_cli, tmp_path):  # noqa: F811
+    from seqkit.cli.prune import main as prune
+
+    r = run_cli(prune, [f"path={translation_ckpt}", f"output={tmp_path / 'x.pt'}", "share=1"])
+    one_line_error(r, "seqkit-prune", "share")
+    r = run_cli(prune, [f"path={translation_ckpt}"])
+    one_line_error(r, "seqkit-prune", "output=FILE")
+    r = run_cli(prune, [f"path={translation_ckpt}", f"output={translation_ckpt}"])
+    one_line_error(r, "seqkit-prune", "must differ")
+    _, data = toy_data
+    lstm = tmp_path / "lstm"
+    Trainer(train_cfg(data, lstm, "translation", "lstm_luong_small", "model.embed_dim=16", "model.encoder_hidden=16",
+                      "model.decoder_hidden=16",
+                      "optimization.max_update=1", "dataset.valid_subset=")).run()
+    r = run_cli(prune, [f"path={lstm / 'checkpoint_last.pt'}", f"output={tmp_path / 'x.pt'}", f"data={data}"])
+    one_line_error(r, "seqkit-prune", "head pruning takes Transformer models", log_lines_allowed=True)
+    assert not (tmp_path / "x.pt").exists()
