@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -26,6 +27,8 @@ from omegaconf import MISSING
 from seqkit.common_config import CommonConfig
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
+from seqkit.generation.config import QUANTIZE, check_quantize
+from seqkit.generation.quantize import quantize_int8
 
 NOISED = ("masked_lm", "denoising")  # tasks scored at masked / noised positions, not as a stream
 
@@ -39,6 +42,9 @@ class EvalLMConfig:
     tokens_per_sample: int = arg(0, "tokens scored per block (0: the checkpoint's task.tokens_per_sample)", ge=0)
     context_window: int = arg(0, "earlier tokens each block reads without scoring them", ge=0)
     max_tokens: int = arg(8192, "input tokens per batch", ge=1)
+    quantize: str = arg("none", "int8: every Linear (and LSTM) layer's weights in int8, activations quantized per "
+                                "call (torch's dynamic quantization, CPU, fp32 precision); none: as trained",
+                        choices=QUANTIZE)
 
 
 def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
@@ -66,6 +72,9 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
         raise SeqkitError(f"{cfg.path} holds a {getattr(task, 'model_kind', 'seq2seq')} model of task {task_name}; "
                           f"seqkit-eval-lm scores the pretraining tasks: language_modeling, {', '.join(NOISED)}")
     device = pick_device(cfg.common.device, 0)
+    check_quantize(cfg.quantize, device.type, "seqkit", cfg.common.precision)
+    if cfg.quantize == "int8":
+        model = quantize_int8(model)
     model = model.to(device).eval()
     if task_name in NOISED:
         return evaluate_noised(cfg, task, model, device)
@@ -82,6 +91,7 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.common.precision]
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
     nll, count = 0.0, 0
+    t0 = time.perf_counter()
     with torch.inference_mode(), autocast:
         for batch in ds.batches(cfg.max_tokens, shuffle=False):
             sample = ds.collate(batch)
@@ -91,6 +101,7 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
             keep = target.ne(task.ignore_index)
             nll -= float(lprobs.double().masked_fill(~keep, 0.0).sum())
             count += int(keep.sum())
+    seconds = time.perf_counter() - t0
     if count != ds.num_scored:  # every token once: a bug guard, cheap
         raise SeqkitError(f"scored {count} tokens but the split holds {ds.num_scored}")
     words = task.words(cfg.gen_subset)
@@ -103,6 +114,7 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
         "context_window": cfg.context_window,
         "loss": round(nll / max(count, 1) / math.log(2), 4),
         "ppl": round(math.exp(min(nll / max(count, 1), 700.0)), 2),
+        "tokens_per_s": round(count / max(seconds, 1e-9), 1),
     }
     if words:
         out["word_ppl"] = round(math.exp(min(nll / words, 700.0)), 2)

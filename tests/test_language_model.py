@@ -339,3 +339,14 @@ def test_eval_lm_bad_input_is_one_line(corpus, tmp_path, trained):
     assert "not found" in run(f"path={tmp_path / 'none.pt'}", f"task.data={corpus / 'bin'}")
     assert "no split 'nope'" in run(f"path={trained['gpt'][2]}", f"task.data={corpus / 'bin'}", "gen_subset=nope")
     assert "unknown config key" in run(f"path={trained['gpt'][2]}", "context=3")
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm"])
+def test_eval_lm_int8_stays_within_two_percent_of_fp32(corpus, trained, name):
+    ck = trained[name][2]
+    base = dict(task=OmegaConf.create({"data": str(corpus / "bin")}), path=str(ck), gen_subset="valid",
+                tokens_per_sample=10, max_tokens=64)
+    fp32, int8 = evaluate(EvalLMConfig(**base)), evaluate(EvalLMConfig(**base, quantize="int8"))
+    assert int8["tokens"] == fp32["tokens"] and int8["tokens_per_s"] > 0
+    assert int8["ppl"] == pytest.approx(fp32["ppl"], rel=0.02)
+    assert int8["ppl"] != fp32["ppl"]  # (the int8 layers did run)

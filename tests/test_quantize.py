@@ -15,6 +15,8 @@ from seqkit.generation.load import load_for_inference
 from seqkit.generation.packed import PackedLinear, pack_linear_weights
 from seqkit.generation.quantize import quantize_int8
 
+from label_fixtures import pairs, pairs_ckpt, single, single_ckpt, tagged, tagged_ckpt  # noqa: F401  (fixtures)
+
 needs_onednn = pytest.mark.skipif(not packed.packing_available(), reason="torch built without oneDNN")
 
 
@@ -121,3 +123,27 @@ def test_generate_packed_translates_as_plain(checkpoint, toy_data, run_cli, fast
     assert len(lines(fast.out, "D-")) == 40
     for a, b in zip(lines(fast.out, "P-"), lines(plain.out, "P-")):  # positional scores to rounding
         assert max(abs(float(x) - float(y)) for x, y in zip(a[1].split(), b[1].split())) < 1e-3
+
+
+@pytest.mark.parametrize("fixture", ["single_ckpt", "pairs_ckpt", "tagged_ckpt"])
+def test_int8_classifiers_and_taggers_stay_close_to_fp32(fixture, request):
+    """cbow_tiny, transformer_classifier_tiny (pairs) and bilstm_tagger_tiny: every Linear and LSTM in
+    int8, label probabilities within 0.05 of fp32's, the same label for 90% of the examples."""
+    from seqkit.generation.classifier import Classifier
+
+    save_dir = request.getfixturevalue(fixture)
+    data = str(save_dir.parent / "bin")
+    fp32 = Classifier.from_checkpoint(str(save_dir / "checkpoint_last.pt"), task_overrides={"data": data})
+    int8 = Classifier.from_checkpoint(str(save_dir / "checkpoint_last.pt"), task_overrides={"data": data},
+                                      quantize="int8")
+    assert not any(type(m) in (nn.Linear, nn.LSTM) for m in int8.model.modules())
+    ds = fp32.task.load_dataset("valid")
+    batch = ds.collate(list(range(len(ds))))
+    with torch.inference_mode():
+        want = fp32.model(**batch["net_input"]).softmax(-1)
+        got = int8.model(**batch["net_input"]).softmax(-1)
+    keep = batch["target"].ne(fp32.task.ignore_index)
+    assert (got - want)[keep].abs().max() < 0.05
+    assert (got.argmax(-1) == want.argmax(-1))[keep].float().mean() >= 0.9
+    with pytest.raises(Exception, match="fp32 activations"):
+        Classifier.from_checkpoint(str(save_dir / "checkpoint_last.pt"), precision="bf16", quantize="int8")

@@ -35,12 +35,20 @@ class Classifier:
 
     @classmethod
     def from_checkpoint(cls, path: str, device: str = "cpu", precision: str = "fp32",
-                        task_overrides: Optional[Dict[str, Any]] = None) -> "Classifier":
+                        task_overrides: Optional[Dict[str, Any]] = None, quantize: str = "none") -> "Classifier":
+        """``quantize="int8"``: Linear and LSTM weights in int8 (CPU, fp32 precision; see
+        :mod:`seqkit.generation.quantize`)."""
+        from seqkit.generation.config import check_quantize
+        from seqkit.generation.quantize import quantize_int8
+
+        dev = torch.device(device)
+        check_quantize(quantize, dev.type, "seqkit", precision)
         task, model = load_for_inference(path, task_overrides)
         if getattr(task, "model_kind", "seq2seq") not in ("classifier", "tagger"):
             raise SeqkitError(f"{path} holds a {getattr(task, 'model_kind', 'seq2seq')} model: use "
                               "seqkit.generation.translator.Translator")
-        dev = torch.device(device)
+        if quantize == "int8":
+            model = quantize_int8(model)
         return cls(task, model.to(dev), dev, precision)
 
     def _autocast(self) -> Any:
