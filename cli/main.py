@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "eval-lm": "perplexity of a language model on a binarized split (per token and per word)",
     "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
     "prune": "remove attention heads or zero the smallest weights of a checkpoint (method=heads|magnitude share=0.2)",
+    "probe": "linear probes with control tasks on every layer of a pretraining checkpoint (path= data=)",
     "export": "write a checkpoint for CTranslate2 or HuggingFace, or stand-alone (see seqkit export --help)",
     "import": "turn a HuggingFace model folder into a seqkit checkpoint (needs seqkit[hf])",
     "plot": "attention heatmap of a translation, training curves of runs (needs seqkit[plot])",

@@ -233,3 +233,27 @@ def write_curves(output: str, runs: Sequence[Dict[str, List[Dict[str, float]]]],
         ppl_ax.set_yscale("log")
     _save(fig, output)
     return int(CURVES_FIGSIZE[0] * DPI), int(CURVES_FIGSIZE[1] * DPI)
+
+
+# -- probing ----------------------------------------------------------------------------------------
+def write_probe(output: str, result: Dict[str, Any]) -> None:
+    """seqkit-probe's results as one PNG: probe accuracy, control accuracy and selectivity per
+    layer, the majority-label accuracy as a dashed line."""
+    rows = result["layers"]
+    fig = _figure((max(6.0, 0.6 * len(rows) + 3.0), 4.5))
+    ax = fig.subplots()
+    xs = list(range(len(rows)))
+    ax.plot(xs, [r["accuracy"] for r in rows], marker="o", label="task accuracy")
+    if any("control" in r for r in rows):
+        ax.plot(xs, [r["control"] for r in rows], marker="s", label="control task accuracy")
+        ax.plot(xs, [r["selectivity"] for r in rows], marker="^", label="selectivity (task - control)")
+    ax.axhline(result["majority"], color="grey", linestyle="--", linewidth=1, label="majority label")
+    ax.set_xticks(xs, [r["layer"] for r in rows], rotation=45 if len(rows) > 10 else 0)
+    ax.set_xlabel("layer (0: embeddings)")
+    ax.set_ylabel("%")
+    name = os.path.basename(os.path.dirname(result["checkpoint"])) or os.path.basename(result["checkpoint"])
+    body = "random weights" if result["random_init"] else name
+    ax.set_title(f"{body}: {os.path.basename(result['data'].rstrip('/'))} ({result['split']})", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    _save(fig, output)

@@ -144,8 +144,8 @@ class TransformerLM(LanguageModel):
         x = insert_prefix(self.embed_scale * self.embed(src_tokens), prefix) + self.positions(T)  # (B, T, C)
         x = dropout(x, self.cfg.dropout, self.training)
         # right padding needs no mask: causal attention keeps every real position off the pads after it
-        for layer in self.layers:
-            x, _ = layer.forward_kv(x, is_causal=T > 1)
+        for layer in self.layers:  # (called as modules: seqkit-probe's hooks read each layer's output)
+            x = layer(x, None, is_causal=T > 1)
         return remove_prefix(self.final_norm(x), k)
 
     # -- transfer (seqkit.models.pretrained) ----------------------------------------------------

@@ -89,10 +89,11 @@ class EncoderLayer(nn.Module):
         self.ffn_res = _Residual(embed_dim, dropout, normalize_before, norm_impl, norm_eps, v.rms_norm)
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor],
-                bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+                bias: Optional[torch.Tensor] = None, is_causal: bool = False) -> torch.Tensor:
         """``x`` ``(B, S, C)``; ``attn_mask`` ``(B, 1, 1, S)`` True at real tokens (None: no padding);
-        ``bias`` ``(1, H, S, S)`` added to the attention scores (relative positions)."""
-        return self.forward_kv(x, attn_mask, bias=bias)[0]
+        ``bias`` ``(1, H, S, S)`` added to the attention scores (relative positions); ``is_causal``:
+        each position attends to itself and those before it (a decoder-only stack)."""
+        return self.forward_kv(x, attn_mask, is_causal, bias=bias)[0]
 
     def forward_kv(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
                    kv: Optional[KV] = None, kv_order: Optional[torch.Tensor] = None,

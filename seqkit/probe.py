@@ -1,0 +1,346 @@
+"""Linear probes on a pretrained model's frozen layers, with control tasks (Hewitt & Liang, 2019).
+
+``seqkit-probe path=CHECKPOINT data=FOLDER`` reads every layer of a pretraining checkpoint (GPT,
+the LSTM LM, ELMo, the BERT family, ELECTRA's discriminator, BART/T5's encoder and decoder) over a
+tagging folder (one label per word, read at the word's first piece) or a classification folder
+(one label per sentence, read where the model pools a sentence), both binarized with the
+checkpoint's vocabulary (``seqkit-preprocess ... vocab_from=CHECKPOINT``). For each layer a
+linear softmax probe is trained on the training split's frozen vectors and scored on ``split``;
+so is one on a learned scalar mix of all layers (Tenney et al., 2019: softmax-normalized layer
+weights and a scale, reported). Beside each per-word task runs its *control task*: every word
+type gets a fixed random label drawn from the task's label distribution, so a probe can only
+score by memorizing word types; *selectivity* = task accuracy - control accuracy says how much of
+a probe's accuracy the representation, not the probe, provides.
+
+Layer 0 is what the first layer reads (token embeddings, with positions where the model adds
+them); layer i the output of the i-th layer (BART/T5: the encoder's, then the decoder's reading
+the sentence shifted right, as fine-tuning reads it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from seqkit.dataclass_utils import arg
+from seqkit.errors import SeqkitError
+
+log = logging.getLogger("seqkit.probe")
+
+
+@dataclass
+class ProbeConfig:
+    path: str = arg("", "pretraining checkpoint whose layers are probed (required)")
+    data: str = arg("", "tagging or classification folder binarized with the checkpoint's vocabulary (required)")
+    split: str = arg("valid", "the split the probes are scored on (trained on train)")
+    layers: List[int] = arg(help="the layers to probe (empty: all; 0 = the embeddings)", factory=list)
+    random_init: bool = arg(False, "probe the checkpoint's architecture with fresh random weights instead "
+                                   "(the baseline every layer should beat)")
+    control: bool = arg(True, "per-word tasks: also probe the control task (word type -> fixed random label)")
+    mix: bool = arg(True, "also probe a learned scalar mix of the layers")
+    epochs: int = arg(20, "passes of each probe over the training vectors", ge=1)
+    lr: float = arg(0.01, "Adam's learning rate for the probes (the vectors are standardized per layer)", gt=0)
+    batch_size: int = arg(1024, "vectors per probe update", ge=1)
+    max_train: int = arg(0, "use at most this many training vectors (sentences whole, first ones; 0: all)", ge=0)
+    pooling: str = arg("auto", "sentence labels: where a sentence is read (auto: the model's own: first for BERT's "
+                               "[CLS], last for GPT and the LSTM LM, mean for ELMo)",
+                       choices=("auto", "first", "last", "mean"))
+    seed: int = arg(1, "seed of the random body, the control labels and the probes")
+    output: str = arg("", "write the results as JSON to this file (and a .md table and a .png beside it)")
+    threads: int = arg(0, "CPU threads (0: torch's default)", ge=0)
+
+
+# -- every layer of a model --------------------------------------------------------------------------
+def _stacks(model: nn.Module) -> List[Tuple[str, nn.ModuleList]]:
+    """The model's Transformer layer stacks, in the order its forward pass runs them."""
+    from seqkit.models.transformer import TransformerModel
+    from seqkit.models.transformer_encoder import TransformerEncoder
+    from seqkit.models.transformer_lm import TransformerLM
+
+    if isinstance(model, TransformerModel):
+        return [("encoder", model.encoder_layers), ("decoder", model.decoder_layers)]
+    if isinstance(model, TransformerLM):
+        return [("", model.layers)]
+    encoder = getattr(model, "encoder", None)
+    if isinstance(encoder, TransformerEncoder):  # BERT family, ELECTRA's discriminator
+        return [("", encoder.layers)]
+    return []
+
+
+def layer_names(model: nn.Module) -> List[str]:
+    """Names of the layers :func:`layer_features` returns, in order."""
+    stacks = _stacks(model)
+    if stacks:
+        names = []
+        for prefix, layers in stacks:
+            n = model.cfg.encoder_layers if getattr(model.cfg, "share_layers", False) else len(layers)
+            names += [f"{prefix}{'.' if prefix else ''}{i}" for i in range(n + 1)]
+        return names
+    layers = getattr(model, "transfer_layers", 0) or (model.cfg.layers + 1 if hasattr(model, "lstm") else 0)
+    if not layers:
+        raise SeqkitError(f"probing reads the layers of pretraining models (GPT, LSTM LM, ELMo, BERT family, "
+                          f"ELECTRA, BART/T5), not {type(model).__name__}")
+    return [str(i) for i in range(layers)]
+
+
+def layer_features(model: nn.Module, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
+                   segments: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
+    """Every layer's vectors ``(B, S, C_l)`` of right-padded ``src_tokens`` ``(B, S)``, model in eval mode."""
+    stacks = _stacks(model)
+    if stacks:
+        out: List[torch.Tensor] = []
+        hooks = []
+        for _, layers in stacks:  # what the first layer reads, then every layer's output (ALBERT: each call)
+            seen: List[bool] = []
+
+            def first_input(m: nn.Module, args: Tuple[Any, ...], seen: List[bool] = seen) -> None:
+                if not seen:  # (a shared layer is called once per layer)
+                    seen.append(True)
+                    out.append(args[0])
+
+            hooks.append(layers[0].register_forward_pre_hook(first_input))
+            for layer in layers:
+                hooks.append(layer.register_forward_hook(lambda m, args, y: out.append(y[0] if isinstance(y, tuple) else y)))
+        try:
+            model.transfer_features(src_tokens, src_lengths, segments)
+        finally:
+            for h in hooks:
+                h.remove()
+        return out
+    if hasattr(model, "layer_representations"):  # ELMo: (L + 1, B, S, 2H)
+        return list(model.layer_representations(src_tokens, src_lengths).unbind(0))
+    if isinstance(getattr(model, "lstm", None), nn.LSTM):  # the LSTM LM: its layers one at a time
+        return _lstm_layers(model.lstm, model.embed(src_tokens))
+    raise SeqkitError(f"probing does not know the layers of {type(model).__name__}")
+
+
+def _lstm_layers(lstm: nn.LSTM, x: torch.Tensor) -> List[torch.Tensor]:
+    """The input and each layer's output of a multi-layer unidirectional ``lstm`` over ``x`` ``(B, S, E)``."""
+    out = [x]
+    for i in range(lstm.num_layers):
+        one = nn.LSTM(x.size(-1), lstm.hidden_size, batch_first=True)
+        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(one, f"{kind}_l0").data = getattr(lstm, f"{kind}_l{i}").data
+        x, _ = one(x)
+        out.append(x)
+    return out
+
+
+# -- the labels ----------------------------------------------------------------------------------------
+def word_spans(stored: torch.Tensor) -> List[Tuple[int, int]]:
+    """``[start, end)`` piece positions of each word of a tagging example (its stored label row:
+    >= 1 at first pieces; the last word ends before the final ``</s>``)."""
+    starts = torch.nonzero(stored >= 1).squeeze(1).tolist()
+    return list(zip(starts, starts[1:] + [len(stored) - 1]))
+
+
+def control_labels(types: Sequence[Tuple[int, ...]], label_counts: np.ndarray, seed: int) -> Dict[Tuple[int, ...], int]:
+    """Each word type (its piece ids) -> a label drawn once from the task's label distribution
+    (Hewitt & Liang's control task): a function of the type alone."""
+    rng = np.random.default_rng(seed)
+    p = label_counts / label_counts.sum()
+    unique = sorted(set(types))
+    return dict(zip(unique, rng.choice(len(p), size=len(unique), p=p).tolist()))
+
+
+# -- probes --------------------------------------------------------------------------------------------
+def _standardize(train: torch.Tensor, *others: torch.Tensor) -> List[torch.Tensor]:
+    mean, std = train.mean(0), train.std(0).clamp_min(1e-6)
+    return [(t - mean) / std for t in (train, *others)]
+
+
+def train_probe(train_x: Sequence[torch.Tensor], train_y: torch.Tensor, test_x: Sequence[torch.Tensor],
+                test_y: torch.Tensor, num_labels: int, cfg: Any) -> Tuple[float, Optional[List[float]]]:
+    """Accuracy (%) on the test vectors of a linear softmax probe trained on the training ones.
+    One tensor in ``train_x``: a probe on it; several (one per layer, the same width): a probe on
+    their learned scalar mix ``gamma * sum_l softmax(w)_l x_l``, whose weights are returned too."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    std = [_standardize(a, b) for a, b in zip(train_x, test_x)]
+    tr, te = [s[0] for s in std], [s[1] for s in std]
+    mixed = len(tr) > 1
+    weights = nn.Parameter(torch.zeros(len(tr)))
+    gamma = nn.Parameter(torch.ones(()))
+    linear = nn.Linear(tr[0].size(1), num_labels)
+    params = list(linear.parameters()) + ([weights, gamma] if mixed else [])
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+
+    def read(xs: List[torch.Tensor], rows: Any) -> torch.Tensor:
+        if not mixed:
+            return xs[0][rows]
+        w = weights.softmax(0)
+        return gamma * sum(w[i] * x[rows] for i, x in enumerate(xs))
+
+    n = len(train_y)
+    for _ in range(cfg.epochs):
+        order = torch.randperm(n, generator=g)
+        for i in range(0, n, cfg.batch_size):
+            rows = order[i : i + cfg.batch_size]
+            loss = nn.functional.cross_entropy(linear(read(tr, rows)), train_y[rows])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        pred = linear(read(te, slice(None))).argmax(-1)
+    accuracy = 100.0 * float(pred.eq(test_y).float().mean()) if len(test_y) else float("nan")
+    return round(accuracy, 2), ([round(float(v), 4) for v in weights.softmax(0)] if mixed else None)
+
+
+def majority(train_y: torch.Tensor, test_y: torch.Tensor) -> float:
+    """Accuracy (%) of always predicting the training split's most frequent label."""
+    top = int(torch.bincount(train_y).argmax())
+    return round(100.0 * float(test_y.eq(top).float().mean()), 2)
+
+
+# -- one checkpoint, one data folder -------------------------------------------------------------------
+def _vectors(model: nn.Module, dataset: Any, layers: List[int], per_token: bool, pooling: str,
+             limit: int) -> Tuple[List[torch.Tensor], torch.Tensor, List[Tuple[int, ...]]]:
+    """The chosen layers' vectors ``(N, C_l)`` of the dataset's labelled words (or sentences), their
+    labels ``(N,)`` and word types (piece ids; sentences: empty)."""
+    feats: List[List[torch.Tensor]] = [[] for _ in layers]
+    labels: List[torch.Tensor] = []
+    types: List[Tuple[int, ...]] = []
+    count = 0
+    for batch in dataset.batches(4096, 0, shuffle=False):
+        batch = sorted(int(i) for i in batch)
+        sample = dataset.collate(batch)
+        ni = sample["net_input"]
+        with torch.no_grad():  # (not inference_mode: the probes train on these vectors)
+            every = layer_features(model, ni["src_tokens"], ni["src_lengths"], ni.get("segments"))
+        target = sample["target"]  # (B, S) IGNORE off word starts, or (B,)
+        if per_token:
+            keep = target.ge(0)  # (B, S)
+            for j, layer in enumerate(layers):
+                feats[j].append(every[layer][keep].float())
+            labels.append(target[keep])
+            for b, idx in enumerate(batch):
+                tokens, stored = dataset.src[idx], dataset.labels[idx]
+                types += [tuple(tokens[a:e].tolist()) for a, e in word_spans(stored) if int(stored[a]) >= 2]
+        else:
+            lengths = ni["src_lengths"]
+            rows = torch.arange(len(batch))
+            for j, layer in enumerate(layers):
+                h = every[layer].float()  # (B, S, C)
+                if pooling == "first":
+                    v = h[:, 0]
+                elif pooling == "last":
+                    v = h[rows, lengths - 1]
+                else:
+                    real = ni["src_tokens"].ne(dataset.src_dict.pad()).unsqueeze(-1)
+                    v = (h * real).sum(1) / real.sum(1)
+                feats[j].append(v)
+            labels.append(target)
+        count += int(labels[-1].numel())
+        if limit and count >= limit:
+            break
+    return [torch.cat(f) for f in feats], torch.cat(labels), types
+
+
+def run(cfg: ProbeConfig) -> Dict[str, Any]:
+    """Probe every chosen layer (and their mix) of ``cfg.path`` on ``cfg.data``; the results."""
+    import json
+    import os
+
+    from seqkit.generation.load import load_for_inference
+    from seqkit.registry import MODELS, TASKS
+    from seqkit.training import checkpoints
+
+    if not cfg.path or not cfg.data:
+        raise SeqkitError("path=CHECKPOINT and data=FOLDER are required")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    state = checkpoints.load(cfg.path)
+    task, model = load_for_inference(cfg.path, state=state)
+    if getattr(task, "model_kind", None) not in ("lm", "masked_lm") and state["cfg"]["task"].get("name") != "denoising":
+        raise SeqkitError(f"{cfg.path} holds a {getattr(task, 'model_kind', 'seq2seq')} model of task "
+                          f"{state['cfg']['task'].get('name')}: seqkit-probe reads pretraining checkpoints "
+                          "(language_modeling, masked_lm, denoising)")
+    if cfg.random_init:  # the same architecture, fresh weights
+        torch.manual_seed(cfg.seed)
+        model = task.build_model(MODELS.make_config(state["cfg"]["model"]))
+    model.eval()
+    names = layer_names(model)
+    chosen = list(cfg.layers) or list(range(len(names)))
+    bad = [i for i in chosen if not 0 <= i < len(names)]
+    if bad:
+        raise SeqkitError(f"layers={bad}: no such layer; this model has layers 0-{len(names) - 1} "
+                          f"({', '.join(names)}; 0 = the embeddings)")
+    meta_path = os.path.join(cfg.data, "preprocess.json")
+    if not os.path.isfile(meta_path):
+        raise SeqkitError(f"{cfg.data} is not a seqkit-preprocess output folder (no preprocess.json)")
+    with open(meta_path, encoding="utf-8") as f:
+        kind = json.load(f).get("task")
+    if kind not in ("tagging", "classification"):
+        raise SeqkitError(f"{cfg.data} was preprocessed for task {kind}: probing reads tagging or classification folders")
+    data = TASKS.build(TASKS.make_config({"name": kind, "data": cfg.data}))
+    vocab = getattr(task, "src_dict", None) or task.dictionary
+    if data.src_dict != vocab:
+        raise SeqkitError(f"{cfg.data} was binarized with another dictionary than {cfg.path}'s "
+                          f"(seqkit-preprocess task={kind} vocab_from={cfg.path} ...)")
+    pooling = getattr(model, "transfer_pooling", "mean") if cfg.pooling == "auto" else cfg.pooling
+    pooling = pooling if pooling in ("first", "last", "mean") else "mean"
+    train_x, train_y, train_types = _vectors(model, data.load_dataset("train"), chosen, data.per_token, pooling,
+                                             cfg.max_train)
+    test_x, test_y, test_types = _vectors(model, data.load_dataset(cfg.split), chosen, data.per_token, pooling, 0)
+    K = len(data.labels)
+    control = cfg.control and data.per_token
+    if control:
+        counts = np.bincount(train_y.numpy(), minlength=K).astype(np.float64)
+        table = control_labels(train_types + test_types, counts, cfg.seed)
+        ctrl_train = torch.tensor([table[t] for t in train_types])
+        ctrl_test = torch.tensor([table[t] for t in test_types])
+    out: Dict[str, Any] = {
+        "checkpoint": os.path.abspath(cfg.path), "random_init": cfg.random_init, "data": os.path.abspath(cfg.data),
+        "task": kind, "split": cfg.split, "labels": K, "pooling": None if data.per_token else pooling,
+        "train_vectors": len(train_y), "test_vectors": len(test_y), "majority": majority(train_y, test_y),
+        "layers": [],
+    }
+    for j, i in enumerate(chosen):
+        row: Dict[str, Any] = {"layer": names[i], "dim": int(train_x[j].size(1))}
+        row["accuracy"], _ = train_probe([train_x[j]], train_y, [test_x[j]], test_y, K, cfg)
+        if control:
+            row["control"], _ = train_probe([train_x[j]], ctrl_train, [test_x[j]], ctrl_test, K, cfg)
+            row["selectivity"] = round(row["accuracy"] - row["control"], 2)
+        log.info("layer %s: %s", names[i], row)
+        out["layers"].append(row)
+    # the mix: the layers as wide as the last (the LSTM LM's embeddings may be narrower)
+    same = [j for j in range(len(chosen)) if train_x[j].size(1) == train_x[-1].size(1)]
+    if cfg.mix and len(same) > 1:
+        mx, tx = [train_x[j] for j in same], [test_x[j] for j in same]
+        mix: Dict[str, Any] = {"layers": [names[chosen[j]] for j in same]}
+        mix["accuracy"], mix["weights"] = train_probe(mx, train_y, tx, test_y, K, cfg)
+        if control:
+            mix["control"], mix["control_weights"] = train_probe(mx, ctrl_train, tx, ctrl_test, K, cfg)
+            mix["selectivity"] = round(mix["accuracy"] - mix["control"], 2)
+        log.info("scalar mix: %s", mix)
+        out["mix"] = mix
+    if cfg.output:
+        from seqkit.io import atomic_write_text
+
+        os.makedirs(os.path.dirname(os.path.abspath(cfg.output)), exist_ok=True)
+        atomic_write_text(cfg.output, json.dumps(out, indent=2) + "\n")
+        atomic_write_text(os.path.splitext(cfg.output)[0] + ".md", table_markdown(out))
+    return out
+
+
+def table_markdown(r: Dict[str, Any]) -> str:
+    """The results as a markdown table: one row per layer, then the mix."""
+    control = any("control" in row for row in r["layers"])
+    head = "| layer | accuracy |" + (" control | selectivity |" if control else "")
+    lines = [head, "| --- |" + " --- |" * (3 if control else 1)]
+    for row in r["layers"]:
+        lines.append(f"| {row['layer']} | {row['accuracy']} |"
+                     + (f" {row['control']} | {row['selectivity']} |" if control else ""))
+    if "mix" in r:
+        m = r["mix"]
+        lines.append(f"| scalar mix | {m['accuracy']} |" + (f" {m['control']} | {m['selectivity']} |" if control else ""))
+        lines.append("")
+        lines.append("scalar mix weights: " + ", ".join(f"{n} {w:.3f}" for n, w in zip(m["layers"], m["weights"])))
+    lines.append("")
+    lines.append(f"majority label: {r['majority']}; {r['train_vectors']:,} training and {r['test_vectors']:,} "
+                 f"{r['split']} vectors; {'random weights' if r['random_init'] else 'trained weights'}")
+    return "\n".join(lines) + "\n"

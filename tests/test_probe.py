@@ -1,0 +1,124 @@
+"""Probing: every layer of every pretraining family is read (the top one equals what fine-tuning
+reads), control labels are a function of the word type alone, a probe on random features scores
+the majority baseline, and seqkit-probe end to end (table, JSON, PNG) or one clear error."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from seqkit.generation.load import load_for_inference
+from seqkit.probe import ProbeConfig, control_labels, layer_features, layer_names, train_probe
+from seqkit.tokenizers.space import SpaceConfig
+
+from label_fixtures import one_line_error  # noqa: F401
+from transfer_fixtures import WORDS, make_text, pretrain
+
+FAMILIES = ["gpt", "lstm_lm", "elmo", "bert", "albert", "electra", "bart"]
+
+
+@pytest.fixture(scope="module")
+def bodies(tmp_path_factory):
+    text = make_text(tmp_path_factory.mktemp("probe_text"))
+    out = {}
+    for name in FAMILIES:
+        save = tmp_path_factory.mktemp(name)
+        pretrain(text, name, save, updates=2)
+        out[name] = save / "checkpoint_last.pt"
+    return text, out
+
+
+def tokens():
+    src = torch.tensor([[2, 5, 6, 7, 8, 2], [2, 9, 10, 2, 1, 1]])  # </s> ... </s>, then pads (1)
+    return src, torch.tensor([6, 4])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_layer_is_read_and_the_top_is_what_fine_tuning_reads(bodies, name):
+    _, ckpts = bodies
+    task, model = load_for_inference(str(ckpts[name]))
+    model.eval()
+    d = task.dictionary if hasattr(task, "dictionary") else task.src_dict
+    src, lengths = tokens()
+    src = src.masked_fill(src.eq(1), d.pad()).masked_fill(src.eq(2), d.eos())
+    with torch.no_grad():
+        layers = layer_features(model, src, lengths)
+        top = model.transfer_features(src, lengths)
+        normed = model.final_norm(layers[-1]) if name == "gpt" else None
+    names = layer_names(model)
+    assert len(layers) == len(names) >= 3
+    assert all(h.shape[:2] == src.shape for h in layers)
+    if name == "elmo":  # its fine-tuning reading is every layer
+        assert torch.equal(torch.stack(layers), top)
+    elif name == "gpt":  # pre-norm: fine-tuning reads the final norm of the last layer's output
+        torch.testing.assert_close(normed, top)
+    else:
+        torch.testing.assert_close(layers[-1], top)  # (BART: the decoder's last layer)
+    if name == "albert":  # one shared layer, called once per layer
+        assert len(model.encoder.layers) == 1 and len(layers) == model.cfg.encoder_layers + 1
+    if name == "bart":
+        assert names[0] == "encoder.0" and names[-1] == f"decoder.{model.cfg.decoder_layers}"
+
+
+def test_control_labels_are_a_function_of_the_word_type():
+    types = [(5,), (6, 7), (5,), (8,), (6, 7), (9,)] * 50
+    counts = np.array([70.0, 20.0, 10.0])
+    table = control_labels(types, counts, seed=3)
+    assert set(table) == {(5,), (6, 7), (8,), (9,)}
+    assert table == control_labels(list(reversed(types)), counts, seed=3)  # not the order of appearance
+    many = control_labels([(i,) for i in range(3000)], counts, seed=1)
+    share = np.bincount(list(many.values()), minlength=3) / 3000
+    assert np.allclose(share, counts / counts.sum(), atol=0.03)  # drawn from the task's label distribution
+
+
+def test_a_probe_on_random_features_scores_the_majority_baseline():
+    g = torch.Generator().manual_seed(0)
+    y = (torch.rand(3000, generator=g) < 0.7).long()  # 70% label 1
+    x = torch.randn(3000, 16, generator=g)
+    cfg = ProbeConfig(epochs=60, batch_size=256)
+    acc, _ = train_probe([x[:2000]], y[:2000], [x[2000:]], y[2000:], 2, cfg)
+    majority = 100.0 * float(y[2000:].eq(1).float().mean())
+    assert abs(acc - majority) < 3.0
+    # and a feature that holds the label is found
+    x[:, 3] = y.float()
+    acc, _ = train_probe([x[:2000]], y[:2000], [x[2000:]], y[2000:], 2, cfg)
+    assert acc == 100.0
+
+
+def write_tagged(path, n, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(n):
+            for w in rng.choice(WORDS, size=rng.integers(3, 8)):
+                f.write(f"{w} {'A' if int(w[1:]) < 4 else 'B' if int(w[1:]) < 8 else 'C'}\n")
+            f.write("\n")
+
+
+def test_seqkit_probe_end_to_end(bodies, run_cli, tmp_path):
+    from seqkit.cli.probe import main as probe
+    from seqkit.preprocess import PreprocessConfig, preprocess
+
+    _, ckpts = bodies
+    write_tagged(tmp_path / "train.conll", 80, 0)
+    write_tagged(tmp_path / "valid.conll", 20, 1)
+    preprocess(PreprocessConfig(task="tagging", trainpref=str(tmp_path / "train.conll"),
+                                validpref=str(tmp_path / "valid.conll"), destdir=str(tmp_path / "bin"),
+                                tokenizer=SpaceConfig(), vocab_from=str(ckpts["gpt"])))
+    out = tmp_path / "res" / "gpt.json"
+    r = run_cli(probe, [f"path={ckpts['gpt']}", f"data={tmp_path / 'bin'}", f"output={out}", "epochs=30",
+                        "threads=1"])
+    assert r.code == 0, r.err
+    result = json.loads(out.read_text())
+    rows = result["layers"]
+    assert [row["layer"] for row in rows] == ["0", "1", "2"]  # gpt_tiny: the embeddings, then 2 layers
+    # the tag is a function of the word: the embeddings hold it, and so (by memorizing types) does the control
+    assert rows[0]["accuracy"] == 100.0 and rows[0]["control"] >= 95.0
+    assert all(row["selectivity"] == round(row["accuracy"] - row["control"], 2) for row in rows)
+    assert len(result["mix"]["weights"]) == len(rows) and abs(sum(result["mix"]["weights"]) - 1) < 1e-3
+    assert "| scalar mix |" in r.out and (tmp_path / "res" / "gpt.md").is_file()
+    assert (tmp_path / "res" / "gpt.png").is_file()
+    r = run_cli(probe, [f"path={ckpts['gpt']}", f"data={tmp_path / 'bin'}", "layers=[0,9]"])
+    one_line_error(r, "seqkit-probe", "layers=[9]", "0-2", log_lines_allowed=True)
+    r = run_cli(probe, [f"path={ckpts['bert']}", f"data={tmp_path / 'bin'}", "random_init=true"])
+    one_line_error(r, "seqkit-probe", "another dictionary", log_lines_allowed=True)
