@@ -2,6 +2,7 @@
 
     seqkit-plot attention path=CK.pt sentence="Ein Hund rennt." [output=attention.png] [beam=5] [layer=N]
     seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]
+    seqkit-plot activations path=CK.pt text_file=PASSAGE.txt [unit=K | property=quotes] [output=activations.png]
 
 The drawing lives in :mod:`seqkit.plot`; this module parses the command line and, for
 ``attention``, translates the sentence with the checkpoint.
@@ -15,20 +16,25 @@ from typing import List, Optional, Sequence
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.errors import SeqkitError
-from seqkit.plot import AttentionPlotConfig, CurvesPlotConfig
+from seqkit.plot import ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig
 
 PROG = "seqkit-plot"
 
 USAGES = {
     "attention": 'seqkit-plot attention path=CHECKPOINT sentence="TEXT" [output=attention.png] [beam=5] [layer=N]',
     "curves": "seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]",
+    "activations": "seqkit-plot activations path=CHECKPOINT text_file=FILE [unit=K | property=quotes] "
+                   "[layer=-1] [state=cell] [output=activations.png]",
 }
 DOCS = {
     "attention": "translate one sentence and draw the decoder's attention over the source as a heatmap",
     "curves": "draw train/valid loss, valid perplexity and loss against time of one or more runs' train_log.jsonl",
+    "activations": "colour a passage by one LSTM unit's activation; find the units that track quotes, brackets, "
+                   "position in the line or word",
 }
 # values taken verbatim (a sentence may hold commas, quotes, brackets, ${...}): quoted for hydra
-FREE_TEXT = {"attention": ("path", "sentence", "output"), "curves": ("output",)}
+FREE_TEXT = {"attention": ("path", "sentence", "output"), "curves": ("output",),
+             "activations": ("path", "text_file", "output")}
 
 
 def usage() -> str:
@@ -128,7 +134,57 @@ def curves(argv: List[str]) -> None:
     logging.getLogger("seqkit.plot").info("wrote %s (%dx%d px): %d run(s)", cfg.output, width, height, len(runs))
 
 
-COMMANDS = {"attention": attention, "curves": curves}
+def activations(argv: List[str]) -> None:
+    import logging
+
+    import torch
+
+    from seqkit.activations import PROPERTIES, property_signals, search, unit_activations
+    from seqkit.generation.load import load_for_inference
+    from seqkit.io import read_lines
+    from seqkit.plot import require_matplotlib, write_activations
+
+    cfg: ActivationsPlotConfig = _config("activations", ActivationsPlotConfig, argv)
+    setup_logging()
+    log = logging.getLogger("seqkit.plot")
+    if not cfg.path or not cfg.text_file:
+        raise SeqkitError("path=CHECKPOINT and text_file=FILE are required")
+    require_matplotlib()
+    lines, total = [], 0
+    for line in read_lines(cfg.text_file):
+        if total >= cfg.max_chars:
+            break
+        line = line.strip()[: cfg.max_chars - total]  # (as the character tokenizer reads a line)
+        lines.append(line)
+        total += len(line) + 1
+    task, model = load_for_inference(cfg.path)
+    model.eval()
+    if getattr(task, "model_kind", None) != "lm":
+        raise SeqkitError(f"{cfg.path} is not a language model checkpoint (unit activations read an LSTM LM)")
+    d, tok = task.dictionary, task.tokenizer()
+    ids = [d.eos()]  # the stream as training read it: each line's pieces, then </s>
+    for line in lines:
+        pieces = tok.encode(line) if tok is not None else line.split()
+        if len(pieces) != len(line):
+            raise SeqkitError(f"{cfg.path} does not read one piece per character (tokenizer=char): "
+                              "unit activations are drawn per character")
+        ids += d.encode(pieces, append_eos=True)
+    layers = getattr(getattr(model, "lstm", None), "num_layers", 1)
+    layer = cfg.layer if cfg.layer >= 0 else layers - 1
+    acts = unit_activations(model, torch.tensor(ids), layer, cfg.state)[1:].numpy()  # after each character
+    found = search(acts, property_signals(lines))
+    for name in PROPERTIES:
+        log.info("%s: best units %s", name, ", ".join(f"{u} (r={r:+.3f})" for u, r in found[name]))
+    unit = cfg.unit if cfg.unit >= 0 else found[cfg.property][0][0]
+    if unit >= acts.shape[1]:
+        raise SeqkitError(f"unit={unit}: layer {layer} has units 0-{acts.shape[1] - 1}")
+    r = dict(found[cfg.property]).get(unit)
+    title = f"layer {layer} {cfg.state} unit {unit}" + (f" (r={r:+.3f} with {cfg.property})" if r is not None else "")
+    rows = write_activations(cfg.output, lines, acts[:, unit], title, cfg.width)
+    log.info("wrote %s: %s, %d characters in %d rows", cfg.output, title, len(acts), rows)
+
+
+COMMANDS = {"attention": attention, "curves": curves, "activations": activations}
 
 
 def plot(argv: Optional[Sequence[str]] = None) -> None:

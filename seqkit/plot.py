@@ -257,3 +257,56 @@ def write_probe(output: str, result: Dict[str, Any]) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     _save(fig, output)
+
+
+# -- unit activations -------------------------------------------------------------------------------
+@dataclass
+class ActivationsPlotConfig:
+    path: str = arg("", "checkpoint of a character-level LSTM language model (required)")
+    text_file: str = arg("", "UTF-8 passage to read (required): its lines as the model read its training lines")
+    output: str = arg("activations.png", "PNG file to write")
+    layer: int = arg(-1, "LSTM layer whose units are read (-1: the last)")
+    state: str = arg("cell", "cell (the cell state c, as Karpathy et al. draw it) or hidden (the output h)",
+                     choices=("cell", "hidden"))
+    unit: int = arg(-1, "the unit to draw (-1: the unit best correlated with `property`)", ge=-1)
+    property: str = arg("quotes", "when unit=-1, the property whose best unit is drawn: quotes, brackets, "
+                                  "line_position or word_position",
+                        choices=("quotes", "brackets", "line_position", "word_position"))
+    max_chars: int = arg(3000, "read at most this many characters of the passage", ge=1)
+    width: int = arg(100, "characters per drawn row", ge=10)
+
+
+def write_activations(output: str, lines: Sequence[str], values: Sequence[float], title: str, width: int = 100) -> int:
+    """The passage ``lines`` (each followed by one value for its end of line) coloured character by
+    character by ``values`` (red positive, blue negative, white 0, scaled by the largest |value|);
+    returns the number of drawn rows."""
+    import numpy as np
+
+    rows_text: List[str] = []
+    rows_vals: List[List[float]] = []
+    k = 0
+    for line in lines:
+        chars = list(line) + ["\u21b5"]  # ↵: where the line (the model's </s>) ends
+        for start in range(0, len(chars), width):
+            rows_text.append("".join(chars[start : start + width]))
+            rows_vals.append([float(v) for v in values[k + start : k + start + width]])
+        k += len(chars)
+    grid = np.full((len(rows_text), width), np.nan)
+    for r, vals in enumerate(rows_vals):
+        grid[r, : len(vals)] = vals
+    scale = float(np.nanmax(np.abs(grid))) or 1.0
+    fig = _figure((min(0.13 * width + 1.0, MAX_INCHES), min(0.22 * len(rows_text) + 1.0, 4 * MAX_INCHES)))
+    ax = fig.subplots()
+    import matplotlib
+
+    cmap = matplotlib.colormaps["coolwarm"].copy()
+    cmap.set_bad("white")
+    ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-scale, vmax=scale, aspect="auto", interpolation="nearest")
+    for r, text in enumerate(rows_text):
+        for c, ch in enumerate(text):
+            ax.text(c, r, ch, ha="center", va="center", fontsize=7, family="monospace")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title, fontsize="medium")
+    _save(fig, output)
+    return len(rows_text)

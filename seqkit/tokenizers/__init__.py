@@ -1,4 +1,4 @@
-"""Subword tokenizers: sentencepiece (bpe, unigram), wordpiece, plain whitespace splitting, and a
+"""Subword tokenizers: sentencepiece (bpe, unigram), wordpiece, characters, plain whitespace splitting, and a
 HuggingFace tokenizer.json used as it is (imported models).
 
 Every tokenizer follows :class:`seqkit.tokenizers.base.Tokenizer`: ``train`` on text files,
@@ -12,7 +12,7 @@ from typing import Any, Dict
 
 from seqkit.errors import SeqkitError
 from seqkit.registry import TOKENIZERS
-from seqkit.tokenizers import huggingface, sentencepiece, space, wordpiece  # noqa: F401  (registers them)
+from seqkit.tokenizers import char, huggingface, sentencepiece, space, wordpiece  # noqa: F401  (registers them)
 from seqkit.tokenizers.base import Tokenizer
 
 
