@@ -16,24 +16,27 @@ from typing import List, Optional, Sequence
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.errors import SeqkitError
-from seqkit.plot import ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig
+from seqkit.plot import ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig, PruningPlotConfig
 
 PROG = "seqkit-plot"
 
 USAGES = {
     "attention": 'seqkit-plot attention path=CHECKPOINT sentence="TEXT" [output=attention.png] [beam=5] [layer=N]',
     "curves": "seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]",
+    "pruning": "seqkit-plot pruning RESULTS.jsonl [RESULTS.jsonl ...] [output=pruning.png]",
     "activations": "seqkit-plot activations path=CHECKPOINT text_file=FILE [unit=K | property=quotes] "
                    "[layer=-1] [state=cell] [output=activations.png]",
 }
 DOCS = {
     "attention": "translate one sentence and draw the decoder's attention over the source as a heatmap",
     "curves": "draw train/valid loss, valid perplexity and loss against time of one or more runs' train_log.jsonl",
+    "pruning": "draw BLEU (or accuracy) and speed against the share pruned from examples/pruning/sweep.py's results",
     "activations": "colour a passage by one LSTM unit's activation; find the units that track quotes, brackets, "
                    "position in the line or word",
 }
 # values taken verbatim (a sentence may hold commas, quotes, brackets, ${...}): quoted for hydra
-FREE_TEXT = {"attention": ("path", "sentence", "output"), "curves": ("output",),
+LISTED = {"curves": "logs", "pruning": "results"}  # commands whose plain arguments are files: the field
+FREE_TEXT = {"attention": ("path", "sentence", "output"), "curves": ("output",), "pruning": ("output",),
              "activations": ("path", "text_file", "output")}
 
 
@@ -52,7 +55,8 @@ def _quote(text: str) -> str:
 
 
 def _overrides(command: str, argv: List[str]) -> List[str]:
-    """Quote free-text values; for ``curves``, plain arguments (no ``=``) become ``logs=[...]``."""
+    """Quote free-text values; for ``curves`` and ``pruning``, plain arguments (no ``=``) become
+    ``logs=[...]`` / ``results=[...]``."""
     out: List[str] = []
     logs: List[str] = []
     i = 0
@@ -65,16 +69,17 @@ def _overrides(command: str, argv: List[str]) -> List[str]:
             continue
         if sep and key in FREE_TEXT[command]:
             a = f"{key}={_quote(value)}"
-        elif not sep and not a.startswith("-") and command == "curves":
+        elif not sep and not a.startswith("-") and command in LISTED:
             logs.append(a)
             i += 1
             continue
         out.append(a)
         i += 1
     if logs:
-        if any(o.startswith("logs=") for o in out):
-            raise SeqkitError("give the log files as arguments or as logs=[...], not both")
-        out.append("logs=[" + ",".join(_quote(p) for p in logs) + "]")
+        key = LISTED[command]
+        if any(o.startswith(f"{key}=") for o in out):
+            raise SeqkitError(f"give the files as arguments or as {key}=[...], not both")
+        out.append(f"{key}=[" + ",".join(_quote(p) for p in logs) + "]")
     return out
 
 
@@ -184,7 +189,32 @@ def activations(argv: List[str]) -> None:
     log.info("wrote %s: %s, %d characters in %d rows", cfg.output, title, len(acts), rows)
 
 
-COMMANDS = {"attention": attention, "curves": curves, "activations": activations}
+def pruning(argv: List[str]) -> None:
+    import json
+    import logging
+
+    from seqkit.io import read_lines
+    from seqkit.plot import require_matplotlib, write_pruning
+
+    cfg: PruningPlotConfig = _config("pruning", PruningPlotConfig, argv)
+    setup_logging()
+    if not cfg.results:
+        raise SeqkitError("no results given: seqkit-plot pruning RESULTS.jsonl [...]")
+    require_matplotlib()
+    rows = []
+    for path in cfg.results:
+        for i, line in enumerate(read_lines(path), 1):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise SeqkitError(f"{path}:{i}: not a JSON line") from None
+    if not rows or any(k not in r for r in rows for k in ("method", "share", "per_s_b64")):
+        raise SeqkitError("the results need method, share and per_s_b64 on every line (examples/pruning/sweep.py)")
+    write_pruning(cfg.output, rows)
+    logging.getLogger("seqkit.plot").info("wrote %s: %d rows", cfg.output, len(rows))
+
+
+COMMANDS = {"attention": attention, "curves": curves, "pruning": pruning, "activations": activations}
 
 
 def plot(argv: Optional[Sequence[str]] = None) -> None:

@@ -259,6 +259,37 @@ def write_probe(output: str, result: Dict[str, Any]) -> None:
     _save(fig, output)
 
 
+# -- pruning ---------------------------------------------------------------------------------------------
+@dataclass
+class PruningPlotConfig:
+    results: List[str] = arg(help="results.jsonl files of examples/pruning/sweep.py (also given as plain arguments)",
+                             factory=list)
+    output: str = arg("pruning.png", "PNG file to write")
+
+
+def write_pruning(output: str, rows: Sequence[Dict[str, Any]]) -> None:
+    """Score (BLEU or accuracy) and speed at batch 64 against the share pruned, one colour per
+    method: the score solid on the left axis, sentences/s dashed on the right."""
+    score = "bleu" if any("bleu" in r for r in rows) else "accuracy"
+    fig = _figure((8.0, 5.0))
+    ax = fig.subplots()
+    speed_ax = ax.twinx()
+    for i, method in enumerate(sorted({r["method"] for r in rows})):
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["share"])
+        xs = [100 * r["share"] for r in mine]
+        ax.plot(xs, [r[score] for r in mine], color=f"C{i}", marker="o", label=f"{method}: {SCORES[score]}")
+        speed_ax.plot(xs, [r["per_s_b64"] for r in mine], color=f"C{i}", linestyle="--", marker="x",
+                      label=f"{method}: per second (batch 64)")
+    ax.set_xlabel("share pruned (%)")
+    ax.set_ylabel(SCORES[score])
+    speed_ax.set_ylabel("sentences (examples) per second, batch 64")
+    ax.grid(True, alpha=0.3)
+    lines = ax.get_lines() + speed_ax.get_lines()
+    ax.legend(lines, [line.get_label() for line in lines], fontsize="small", loc="lower left")
+    ax.set_title(f"{SCORES[score]} and speed against the share pruned", fontsize="medium")
+    _save(fig, output)
+
+
 # -- unit activations -------------------------------------------------------------------------------
 @dataclass
 class ActivationsPlotConfig:
