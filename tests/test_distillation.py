@@ -6,16 +6,15 @@ import json
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import seqkit
-from seqkit.cli.common import ConfigBuilder
 from seqkit.criteria.distillation import SoftCrossEntropy
 from seqkit.data.toy_corpus import make_corpus
 from seqkit.preprocess import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
-from seqkit.training.config import TrainConfig
 from seqkit.training.trainer import Trainer
+from tests.test_trainer import make_cfg as mt_cfg
+from tests.test_trainer import params
 from label_fixtures import one_line_error, single, tagged, train_cfg  # noqa: F401  (fixtures are used by name)
 
 seqkit.import_builtin_components()
@@ -49,15 +48,14 @@ def mt(tmp_path_factory):
     return root / "bin", root / "teacher" / "checkpoint_last.pt"
 
 
-def mt_cfg(data, save_dir, *extra):
-    overrides = [f"task.data={data}", f"checkpoint.save_dir={save_dir}", "model=transformer_tiny",
-                 "model.dropout=0.1", "dataset.max_tokens=200", "lr_scheduler.warmup_updates=5",
-                 "common.log_format=json", "common.threads=1", *extra]
-    return OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(overrides))
-
-
-def weights(trainer):
-    return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+def distilling(data, save_dir, teacher, alpha, temperature):
+    """A trainer distilling from ``teacher`` (dropout off), one training batch of its data, the
+    student in train mode and the teacher."""
+    trainer = Trainer(mt_cfg(data, save_dir, "criterion=distillation", f"criterion.teacher={teacher}",
+                             f"criterion.alpha={alpha}", f"criterion.temperature={temperature}", "model.dropout=0"))
+    ds = trainer.task.load_dataset("train")
+    sample = ds.collate(ds.batches(200, 0, shuffle=False)[0])
+    return trainer, sample, trainer.model.train(), trainer.criterion.teacher
 
 
 def test_alpha_zero_is_plain_training_bit_for_bit(mt, tmp_path):
@@ -67,17 +65,12 @@ def test_alpha_zero_is_plain_training_bit_for_bit(mt, tmp_path):
     kd = Trainer(mt_cfg(data, tmp_path / "b", "optimization.max_update=6", "criterion=distillation",
                         f"criterion.teacher={teacher}", "criterion.alpha=0", "criterion.temperature=2"))
     kd.run()
-    a, b = weights(plain), weights(kd)
+    a, b = params(plain), params(kd)
     assert all(torch.equal(a[k], b[k]) for k in a)  # dropout on: the teacher drew no random numbers
 
 
 def test_alpha_one_at_t1_is_the_teachers_cross_entropy(mt, tmp_path):
-    data, teacher_path = mt
-    trainer = Trainer(mt_cfg(data, tmp_path / "c", "criterion=distillation", f"criterion.teacher={teacher_path}",
-                             "criterion.alpha=1", "criterion.temperature=1", "model.dropout=0"))
-    ds = trainer.task.load_dataset("train")
-    sample = ds.collate(ds.batches(200, 0, shuffle=False)[0])
-    model, teacher = trainer.model.train(), trainer.criterion.teacher
+    trainer, sample, model, teacher = distilling(*mt, tmp_path / "c", alpha=1, temperature=1)
     loss, n, logs = trainer.criterion(model, sample)
     with torch.no_grad():
         s = model(**sample["net_input"]).log_softmax(-1)  # (B, T, V)
@@ -95,12 +88,7 @@ def test_alpha_one_at_t1_is_the_teachers_cross_entropy(mt, tmp_path):
 
 
 def test_temperature_and_alpha_mix(mt, tmp_path):
-    data, teacher_path = mt
-    trainer = Trainer(mt_cfg(data, tmp_path / "d", "criterion=distillation", f"criterion.teacher={teacher_path}",
-                             "criterion.alpha=0.25", "criterion.temperature=3", "model.dropout=0"))
-    ds = trainer.task.load_dataset("train")
-    sample = ds.collate(ds.batches(200, 0, shuffle=False)[1])
-    model, teacher = trainer.model.train(), trainer.criterion.teacher
+    trainer, sample, model, teacher = distilling(*mt, tmp_path / "d", alpha=0.25, temperature=3)
     loss, _, logs = trainer.criterion(model, sample)
     with torch.no_grad():
         z = model(**sample["net_input"])

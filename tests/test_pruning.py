@@ -34,11 +34,38 @@ def test_pruned_attention_equals_the_masked_one(self_attention):
         attn.prune_heads([0, 1])  # a module keeps a head
 
 
-def loss_of(model):
+def sample_of(rows=slice(None)):
     src, lengths, prev = batch()
     target = torch.cat([prev[:, 1:], torch.full((3, 1), 2)], dim=1)
-    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev}, "target": target}
-    return smoothed_nll(model, sample, 0, 0.0)[0]
+    return {"net_input": {"src_tokens": src[rows], "src_lengths": lengths[rows], "prev_output_tokens": prev[rows]},
+            "target": target[rows]}
+
+
+def loss_of(model, sample=None):
+    return smoothed_nll(model, sample or sample_of(), 0, 0.0)[0]
+
+
+def importance(model):
+    return head_importance(model, lambda: [sample_of()], lambda s: loss_of(model, s))
+
+
+def test_importance_takes_each_sentences_absolute_gradient():
+    model = build(tiny())
+    for p in model.parameters():
+        p.requires_grad_(False)
+    raw = {n: torch.zeros(4) for n in attention_modules(model)}
+    for i in range(3):  # one sentence at a time, one mask per module
+        modules = attention_modules(model)
+        masks = {n: torch.ones(4, requires_grad=True) for n in modules}
+        for n, m in masks.items():
+            modules[n].head_mask = m
+        grads = torch.autograd.grad(loss_of(model, sample_of(slice(i, i + 1))), list(masks.values()))
+        for n, g in zip(masks, grads):
+            raw[n] += g.abs()
+            modules[n].head_mask = None
+    got = importance(model)
+    for n, r in raw.items():
+        torch.testing.assert_close(got[n], r / r.norm(), rtol=1e-4, atol=1e-6)
 
 
 def test_a_model_built_pruned_equals_the_masked_model():
@@ -73,13 +100,13 @@ def test_a_head_with_zero_mask_gradient_goes_first_and_leaves_the_loss_unchanged
         dead.out_proj.weight[:, 6:9] = 0  # head 2 (D = 3) writes nothing
     for p in model.parameters():
         p.requires_grad_(False)
-    scores = head_importance(model, lambda: [loss_of(model)])
+    scores = importance(model)
     assert scores["decoder_layers.0.self_attn"][2] == 0
     assert all(torch.allclose(s.norm(), torch.tensor(1.0)) for s in scores.values())  # per-layer normalized
     with torch.no_grad():
         before = loss_of(model)
     total = 4 * 6  # 2 encoder self, 2 decoder self, 2 cross modules of 4 heads
-    record = prune_heads(model, {}, lambda: head_importance(model, lambda: [loss_of(model)]), 1 / total, 0.5)
+    record = prune_heads(model, {}, lambda: importance(model), 1 / total, 0.5)
     assert record == {"decoder_layers.0.self_attn": [2]}
     with torch.no_grad():
         assert torch.allclose(loss_of(model), before, rtol=1e-6, atol=1e-6)
@@ -89,7 +116,7 @@ def test_rounds_keep_original_indices_and_one_head_per_module():
     model = build(tiny())
     for p in model.parameters():
         p.requires_grad_(False)
-    record = prune_heads(model, {}, lambda: head_importance(model, lambda: [loss_of(model)]), 0.9, 0.25)
+    record = prune_heads(model, {}, lambda: importance(model), 0.9, 0.25)
     modules = attention_modules(model)
     assert all(m.num_heads >= 1 for m in modules.values())
     assert sum(m.num_heads for m in modules.values()) == 24 - sum(map(len, record.values()))

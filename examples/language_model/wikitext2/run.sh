@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # WikiText-2 language model from scratch: prepare, train (time-budgeted), perplexity of the best
 # checkpoint on valid and test with a sliding context window, and a few continued prompts.
-#   bash examples/language_model/wikitext2/run.sh WORK_DIR CONFIG [word|bpe] [key=value ...]
+#   bash examples/language_model/wikitext2/run.sh WORK_DIR CONFIG [word|bpe|char] [key=value ...]
 # CONFIG: config_transformer.yaml or config_lstm.yaml in this folder.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-work="${1:?usage: run.sh WORK_DIR CONFIG [word|bpe] [key=value ...]}"
-config="${2:?usage: run.sh WORK_DIR CONFIG [word|bpe] [key=value ...]}"
+work="${1:?usage: run.sh WORK_DIR CONFIG [word|bpe|char] [key=value ...]}"
+config="${2:?usage: run.sh WORK_DIR CONFIG [word|bpe|char] [key=value ...]}"
 kind="${3:-word}"
 shift $(( $# > 3 ? 3 : $# ))
 mkdir -p "$work"

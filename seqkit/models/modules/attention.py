@@ -35,8 +35,8 @@ class MultiheadAttention(nn.Module):
             self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
             self.kv_proj = nn.Linear(embed_dim, 2 * inner, bias=bias)
         self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
-        # (H,) multiplies each head's output when set: the mask whose gradient measures a head's
-        # importance (seqkit/prune.py); None in training and inference
+        # (H,) or (B, H) multiplies each head's output (of each sentence) when set: the mask whose
+        # gradient measures a head's importance (seqkit/prune.py); None in training and inference
         self.head_mask: Optional[torch.Tensor] = None
         self.reset_parameters()
 
@@ -130,7 +130,7 @@ class MultiheadAttention(nn.Module):
             is_causal = False
         out = attend(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal, self.sdpa_scale)  # (B, H, T, D)
         if self.head_mask is not None:
-            out = out * self.head_mask.view(1, -1, 1, 1).to(out.dtype)
+            out = out * self.head_mask.view(-1 if self.head_mask.dim() == 2 else 1, self.num_heads, 1, 1).to(out.dtype)
         out = out.transpose(1, 2).reshape(B, T, -1)
         return self.out_proj(out), (k, v)
 

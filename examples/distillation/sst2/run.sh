@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SST-2: the best from-scratch classifier (the BiLSTM of examples/classification/sst2, 18 minutes)
+# distilled into the Deep Averaging Network and Kim's CNN, each in its own recipe's budget
+# (6 and 12 minutes), beside the same students trained on the gold labels alone.
+#   bash examples/distillation/sst2/run.sh [WORK_DIR] [STAGE ...]
+# STAGE: teacher, dan, dan-kd, cnn, cnn-kd (default: all, in this order); a stage whose score exists
+# is skipped. Each writes WORK_DIR/NAME/score_valid.txt (dev accuracy) as the classification recipes do.
+# The teacher's outputs are computed once per training sentence (criterion=distillation keeps a
+# classifier teacher's outputs), so a distilled student makes nearly as many updates as its baseline.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cls="$here/../../classification/sst2"
+work="${1:-sst2-distill}"
+shift $(( $# > 0 ? 1 : 0 ))
+stages=("$@")
+[[ ${#stages[@]} -eq 0 ]] && stages=(teacher dan dan-kd cnn cnn-kd)
+mkdir -p "$work"
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$cls/prepare.sh" "$work/data-bin"
+teacher="$work/teacher/checkpoints/checkpoint_best.pt"
+# soft targets at T = 2 weigh as much as the gold labels (Hinton et al.: a higher T shows the
+# teacher's "dark knowledge"; T^2 keeps the two terms' gradients at one scale)
+kd=(criterion=distillation criterion.teacher="$teacher" criterion.alpha=0.5 criterion.temperature=2)
+
+one() {  # one NAME CONFIG key=value ...: the classification recipe's run.sh over the shared data folder
+  local name="$1" config="$2"; shift 2
+  [[ -f "$work/$name/score_valid.txt" ]] && { echo "$name: done already ($work/$name/score_valid.txt)"; return; }
+  mkdir -p "$work/$name"
+  ln -sfn "$(cd "$work" && pwd)/data-bin" "$work/$name/data-bin"
+  bash "$cls/run.sh" "$work/$name" "$config" "$@"
+}
+
+for stage in "${stages[@]}"; do
+  case "$stage" in
+    teacher) one teacher "$cls/config_bilstm.yaml" ;;
+    dan) one dan "$cls/config_dan.yaml" ;;
+    dan-kd) one dan-kd "$cls/config_dan.yaml" "${kd[@]}" ;;
+    cnn) one cnn "$cls/config_cnn.yaml" ;;
+    cnn-kd) one cnn-kd "$cls/config_cnn.yaml" "${kd[@]}" ;;
+    *) echo "run.sh: error: unknown stage '$stage' (teacher dan dan-kd cnn cnn-kd)" >&2; exit 2 ;;
+  esac
+done
+for name in teacher dan dan-kd cnn cnn-kd; do
+  [[ -f "$work/$name/score_valid.txt" ]] && echo "$name: $(grep '^accuracy' "$work/$name/score_valid.txt")"
+done

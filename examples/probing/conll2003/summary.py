@@ -1,0 +1,28 @@
+"""One table of run.sh's probes: per body and task, the best layer by accuracy and by
+selectivity, and the random body's; the layer where each task peaks, lower for part of speech
+than for entities being the pattern the literature reports (Tenney et al., 2019; Hewitt & Liang).
+Usage: python summary.py WORK_DIR BODY ..."""
+
+import json
+import os
+import sys
+
+work, bodies = sys.argv[1], sys.argv[2:]
+print("| body | task | majority | best layer (accuracy) | best layer (selectivity) | scalar mix (weights) | "
+      "random body: best accuracy | random body: best selectivity |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for body in bodies:
+    for task in ("pos", "chunk", "ner"):
+        paths = [os.path.join(work, body, f"{task}{suffix}.json") for suffix in ("", "-random")]
+        if not all(os.path.isfile(p) for p in paths):
+            continue
+        r, rnd = (json.load(open(p, encoding="utf-8")) for p in paths)
+
+        def best(res, key):
+            row = max(res["layers"], key=lambda x: x[key])
+            return f"{row['layer']}: {row[key]}" + (f" (ctrl {row['control']})" if key == "accuracy" else "")
+
+        mix = r.get("mix", {})
+        weights = ", ".join(f"{w:.2f}" for w in mix.get("weights", []))
+        print(f"| {body} | {task} | {r['majority']} | {best(r, 'accuracy')} | {best(r, 'selectivity')} | "
+              f"{mix.get('accuracy', '-')} ({weights}) | {best(rnd, 'accuracy')} | {best(rnd, 'selectivity')} |")
