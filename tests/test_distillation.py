@@ -48,7 +48,7 @@ def mt(tmp_path_factory):
     return root / "bin", root / "teacher" / "checkpoint_last.pt"
 
 
-def distilling(data, save_dir, teacher, alpha, temperature):
+def distilling(data, teacher, save_dir, alpha, temperature):
     """A trainer distilling from ``teacher`` (dropout off), one training batch of its data, the
     student in train mode and the teacher."""
     trainer = Trainer(mt_cfg(data, save_dir, "criterion=distillation", f"criterion.teacher={teacher}",
