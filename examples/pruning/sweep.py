@@ -70,8 +70,10 @@ for method in args.methods.split(","):
             info = r.stderr.strip().splitlines()[-1].split("| ")[-1]
             prune_s = round(time.time() - t0, 1)
         pruned = torch.load(ck, map_location="cpu", weights_only=False)
-        params = sum(t.numel() for t in pruned["model"].values())
-        nonzero = sum(int(t.count_nonzero()) for t in pruned["model"].values() if t.is_floating_point())
+        # each tensor once (a tied embedding is saved under two names, sharing its storage)
+        unique = {t.untyped_storage().data_ptr(): t for t in pruned["model"].values()}.values()
+        params = sum(t.numel() for t in unique)
+        nonzero = sum(int(t.count_nonzero()) for t in unique if t.is_floating_point())
         heads = sum(len(h) for h in pruned["cfg"]["model"].get("pruned_heads", {}).values())
         row = {"method": method, "share": share, "parameters": params, "nonzero": nonzero, "heads_removed": heads,
                "prune_s": prune_s if share > 0 else 0.0, "seqkit_prune": info, **evaluate(ck, tag),
