@@ -240,3 +240,16 @@ def test_missing_tensorboard(run_cli, toy_data, tmp_path, tiny_train_args, monke
     assert r.messages == ["seqkit-train: error: common.tensorboard_logdir needs tensorboard: "
                           "pip install 'seqkit[tensorboard]'"], r.err
     assert not list((tmp_path / "ck").glob("checkpoint*.pt")) and not (tmp_path / "tb").exists()
+
+
+# -- pruning --------------------------------------------------------------------------------------
+def test_pruning_plot(run_cli, tmp_path):
+    rows = [{"method": m, "share": s, "bleu": 40 - 10 * s * (2 if m == "heads" else 1), "per_s_b64": 300 + 10 * s}
+            for m in ("heads", "magnitude") for s in (0.0, 0.2, 0.4)]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = run_cli(plot, ["pruning", str(results), f"output={tmp_path / 'p.png'}"])
+    assert r.code == 0 and "6 rows" in r.err, r.err
+    assert png_size(tmp_path / "p.png") == (800, 500)
+    results.write_text('{"method": "heads"}\n')
+    assert_one_line_error(run_cli(plot, ["pruning", str(results)]), "method, share and per_s_b64")
