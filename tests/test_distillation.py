@@ -3,6 +3,7 @@ training bit for bit, the loss at T = 1 and alpha = 1 equal to the teacher's cro
 teacher outputs kept per example for classifiers and taggers, and the teacher checks."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from seqkit.data.toy_corpus import make_corpus
 from seqkit.preprocess import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.trainer import Trainer
+from tests.test_trainer import data_dir  # noqa: F401  (a fixture)
 from tests.test_trainer import make_cfg as mt_cfg
 from tests.test_trainer import params
 from label_fixtures import one_line_error, single, tagged, train_cfg  # noqa: F401  (fixtures are used by name)
@@ -37,15 +39,11 @@ def test_soft_cross_entropy_matches_autograd(temperature):
 
 
 @pytest.fixture(scope="module")
-def mt(tmp_path_factory):
-    """The toy de-en corpus (space-tokenized) and a teacher trained 8 updates on it."""
-    root = tmp_path_factory.mktemp("kd")
-    make_corpus(str(root / "raw"), n_train=120, n_valid=20, n_test=10)
-    raw = str(root / "raw")
-    preprocess(PreprocessConfig(source_lang="de", target_lang="en", trainpref=f"{raw}/train", validpref=f"{raw}/valid",
-                                destdir=str(root / "bin"), tokenizer=SpaceConfig()))
-    Trainer(mt_cfg(root / "bin", root / "teacher", "optimization.max_update=8", "criterion=cross_entropy")).run()
-    return root / "bin", root / "teacher" / "checkpoint_last.pt"
+def mt(data_dir, tmp_path_factory):  # noqa: F811
+    """The trainer tests' toy de-en corpus (space-tokenized) and a teacher trained 8 updates on it."""
+    save = tmp_path_factory.mktemp("kd") / "teacher"
+    Trainer(mt_cfg(data_dir, save, "optimization.max_update=8", "criterion=cross_entropy")).run()
+    return Path(data_dir), save / "checkpoint_last.pt"
 
 
 def distilling(data, teacher, save_dir, alpha, temperature):
