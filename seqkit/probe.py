@@ -105,7 +105,8 @@ def layer_features(model: nn.Module, src_tokens: torch.Tensor, src_lengths: torc
 
             hooks.append(layers[0].register_forward_pre_hook(first_input))
             for layer in layers:
-                hooks.append(layer.register_forward_hook(lambda m, args, y: out.append(y[0] if isinstance(y, tuple) else y)))
+                hooks.append(layer.register_forward_hook(
+                    lambda m, args, y: out.append(y[0] if isinstance(y, tuple) else y)))  # (DecoderLayer: a tuple)
         try:
             model.transfer_features(src_tokens, src_lengths, segments)
         finally:
@@ -187,7 +188,7 @@ def train_probe(train_x: Sequence[torch.Tensor], train_y: torch.Tensor, test_x: 
     with torch.no_grad():
         pred = linear(read(te, slice(None))).argmax(-1)
     accuracy = 100.0 * float(pred.eq(test_y).float().mean()) if len(test_y) else float("nan")
-    return round(accuracy, 2), ([round(float(v), 4) for v in weights.softmax(0)] if mixed else None)
+    return round(accuracy, 2), ([round(float(v), 4) for v in weights.detach().softmax(0)] if mixed else None)
 
 
 def majority(train_y: torch.Tensor, test_y: torch.Tensor) -> float:
@@ -275,7 +276,8 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
     with open(meta_path, encoding="utf-8") as f:
         kind = json.load(f).get("task")
     if kind not in ("tagging", "classification"):
-        raise SeqkitError(f"{cfg.data} was preprocessed for task {kind}: probing reads tagging or classification folders")
+        raise SeqkitError(f"{cfg.data} was preprocessed for task {kind}: probing reads tagging or classification "
+                          "folders")
     data = TASKS.build(TASKS.make_config({"name": kind, "data": cfg.data}))
     vocab = getattr(task, "src_dict", None) or task.dictionary
     if data.src_dict != vocab:
@@ -337,7 +339,8 @@ def table_markdown(r: Dict[str, Any]) -> str:
                      + (f" {row['control']} | {row['selectivity']} |" if control else ""))
     if "mix" in r:
         m = r["mix"]
-        lines.append(f"| scalar mix | {m['accuracy']} |" + (f" {m['control']} | {m['selectivity']} |" if control else ""))
+        tail = f" {m['control']} | {m['selectivity']} |" if control else ""
+        lines.append(f"| scalar mix | {m['accuracy']} |" + tail)
         lines.append("")
         lines.append("scalar mix weights: " + ", ".join(f"{n} {w:.3f}" for n, w in zip(m["layers"], m["weights"])))
     lines.append("")

@@ -55,10 +55,11 @@ class MultiheadAttention(nn.Module):
         q/k/v projections and their columns of the output projection (Michel et al., 2019)."""
         if not heads:
             return
-        if len(set(heads)) >= self.num_heads or min(heads) < 0 or max(heads) >= self.num_heads:
-            raise ValueError(f"cannot remove heads {sorted(heads)} of {self.num_heads}")
+        drop = set(heads)
+        if len(drop) >= self.num_heads or min(drop) < 0 or max(drop) >= self.num_heads:
+            raise ValueError(f"cannot remove heads {sorted(drop)} of {self.num_heads}")
         H, D = self.num_heads, self.head_dim
-        kept = torch.tensor([h for h in range(H) if h not in set(heads)])
+        kept = torch.tensor([h for h in range(H) if h not in drop])
         # (H' * D,): the kept heads' rows of one of q, k or v
         cols = (kept[:, None] * D + torch.arange(D)).reshape(-1).to(self.out_proj.weight.device)
         if self.self_attention:
@@ -129,8 +130,9 @@ class MultiheadAttention(nn.Module):
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
             is_causal = False
         out = attend(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal, self.sdpa_scale)  # (B, H, T, D)
-        if self.head_mask is not None:
-            out = out * self.head_mask.view(-1 if self.head_mask.dim() == 2 else 1, self.num_heads, 1, 1).to(out.dtype)
+        if self.head_mask is not None:  # (H,) or (B, H)
+            rows = -1 if self.head_mask.dim() == 2 else 1
+            out = out * self.head_mask.view(rows, self.num_heads, 1, 1).to(out.dtype)
         out = out.transpose(1, 2).reshape(B, T, -1)
         return self.out_proj(out), (k, v)
 
