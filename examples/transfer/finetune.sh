@@ -4,8 +4,10 @@
 #   bash examples/transfer/finetune.sh WORK_DIR TASK BODY MODE [key=value ...]
 # TASK: sst2 (dev accuracy), rte (dev accuracy), conll (testb entity F1; needs CONLL2003_DIR or
 # ../shared/data/conll2003). BODY: a folder of WORK_DIR made by pretrain.sh. MODE: a model.adapt
-# mode (full frozen adapter lora bitfit prompt ulmfit) or scratch (the body's architecture from
-# random weights, trained in full). ulmfit first trains the body's own objective on the task's
+# mode (full frozen adapter lora bitfit prompt ulmfit), scratch (the body's architecture from
+# random weights, trained in full) or icl (a causal LM classifies in context, no training: SHOTS
+# labelled training examples in each prompt, default 8, each label's verbalizer scored; sst2 and
+# rte; the run folder is BODY-icl-kSHOTS). ulmfit first trains the body's own objective on the task's
 # training text (ULMFiT's middle stage, LM_UPDATES updates, default 500). key=value settings go
 # to the fine-tuning seqkit-train. Leaves WORK_DIR/runs/TASK/BODY-MODE/ with train.log, score.txt
 # and row.json; checkpoints in .../checkpoints. RATE=1e-3 replaces the mode's learning rate (the run
@@ -17,7 +19,10 @@ work="${1:?$usage}"; task="${2:?$usage}"; body="${3:?$usage}"; mode="${4:?$usage
 shift 4
 ck="$work/$body/checkpoints/checkpoint_best.pt"
 [[ -f "$ck" ]] || { echo "finetune.sh: error: $ck not found: run pretrain.sh $work $body first" >&2; exit 1; }
+[[ $mode == icl && $task == conll ]] && { echo "finetune.sh: error: icl classifies sentences and pairs (sst2, rte), not conll" >&2; exit 1; }
+shots="${SHOTS:-8}"
 run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}"
+[[ $mode == icl ]] && run="$work/runs/$task/$body-icl-k$shots"
 mkdir -p "$run"
 start=$(date +%s)
 
@@ -30,6 +35,25 @@ case "$task" in
   *) echo "finetune.sh: error: unknown task '$task' (sst2 rte conll)" >&2; exit 2 ;;
 esac
 [[ -f "$data/preprocess.json" ]] || bash "$prepare" "$data" vocab_from="$ck"
+
+# in context (Brown et al.'s setting): no training, nothing saved; the row counts no trainable
+# parameter. Verbalizers and templates as GPT-3's paper words SST-2 and RTE.
+if [[ $mode == icl ]]; then
+  case "$task" in
+    sst2) words='{"0": "terrible", "1": "great"}'; template='{0} It was {label} .' ;;
+    rte) words='{"entailment": "True", "not_entailment": "False"}'; template='{0} question: {1} True or False? answer: {label}' ;;
+  esac
+  # the verbalizers in the order of the folder's labels (dict.label.txt: one label a line, line = id)
+  verbalizers=$(python -c 'import json, sys; w = json.loads(sys.argv[2])
+print("[" + ",".join(w[line.split()[0]] for line in open(sys.argv[1], encoding="utf-8")) + "]")' \
+    "$data/dict.label.txt" "$words")
+  seqkit-generate path="$ck" task.data="$data" gen_subset=valid icl.shots="$shots" \
+    "icl.verbalizers=$verbalizers" "icl.template='$template'" common.threads=2 "$@" \
+    > "$run/gen-valid.txt" 2> >(tee "$run/generate.log" >&2)
+  seqkit-score hyp="$run/gen-valid.txt" | tee "$run/score.txt"
+  python "$here/row.py" "$run" "$task" "$body" "icl-k$shots" "$(( $(date +%s) - start ))" --base "$ck" | tee "$run/row.json"
+  exit 0
+fi
 
 # ULMFiT's middle stage: the body's own objective over the task's training text, from its weights
 # (no validation: the text is the task's training split)
