@@ -20,7 +20,9 @@ found = re.search(r"^accuracy = ([\d.]+)", score, re.M) if metric == "accuracy" 
     r"^entity_f1 = ([\d.]+)", score, re.M)
 if base:  # nothing trained: the base's parameters, no file of the row's own
     state = torch.load(base, map_location="cpu", weights_only=False)
-    trainable, total = 0, sum(t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor"))
+    # each tensor once: a tied output matrix is saved as the embedding's storage
+    unique = {t.data_ptr(): t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor")}
+    trainable, total = 0, sum(unique.values())
     checkpoint_bytes = weights = 0
     updates = []
 else:
