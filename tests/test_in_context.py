@@ -18,6 +18,7 @@ from seqkit.registry import TASKS
 from seqkit.tokenizers.space import SpaceConfig
 
 WORDS = [f"v{i}" for i in range(1, 10)]
+TRAIN = {"gpt_tiny": (3e-3, 150), "lstm_lm_tiny": (1e-2, 400)}  # (rate, updates): the tiny LSTM learns v0 -> good later
 
 
 def review(rng, positive):
@@ -27,11 +28,12 @@ def review(rng, positive):
     return " ".join(words)
 
 
-@pytest.fixture(scope="module")
-def lm_and_task(tmp_path_factory):
-    """A GPT trained on lines '<review> It was good|bad .' (good exactly when v0 occurs), and a
-    classification folder of such reviews in its vocabulary."""
+@pytest.fixture(scope="module", params=["gpt_tiny", "lstm_lm_tiny"])
+def lm_and_task(request, tmp_path_factory):
+    """A causal LM (GPT, LSTM) trained on lines '<review> It was good|bad .' (good exactly when v0
+    occurs), and a classification folder of such reviews in its vocabulary."""
     root = tmp_path_factory.mktemp("icl")
+    lr, updates = TRAIN[request.param]
     rng = random.Random(0)
     lines = []
     for _ in range(1500):
@@ -40,8 +42,8 @@ def lm_and_task(tmp_path_factory):
     (root / "lm.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     preprocess(PreprocessConfig(task="language_modeling", trainpref=str(root / "lm.txt"), validpref=str(root / "lm.txt"),
                                 destdir=str(root / "lm"), tokenizer=SpaceConfig()))
-    run(["task=language_modeling", f"task.data={root / 'lm'}", "model=gpt_tiny", "task.tokens_per_sample=64",
-         "criterion=cross_entropy", "optimizer.lr=3e-3", "optimization.max_update=150", "dataset.max_tokens=2048",
+    run(["task=language_modeling", f"task.data={root / 'lm'}", f"model={request.param}", "task.tokens_per_sample=64",
+         "criterion=cross_entropy", f"optimizer.lr={lr}", f"optimization.max_update={updates}", "dataset.max_tokens=2048",
          "model.dropout=0", f"checkpoint.save_dir={root / 'ck'}"])
     for split, n in (("train", 40), ("dev", 60)):
         rows = []

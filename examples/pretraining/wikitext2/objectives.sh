@@ -6,6 +6,8 @@
 # KIND: the vocabulary, as examples/language_model/wikitext2/prepare.sh makes it: bpe (default,
 # 8,000 sentencepiece pieces; VOCAB=N for another size) or word (33,278 types, four times the
 # output-layer cost).
+# UPDATES=N stops each objective at N updates instead of the time budget (deterministic: the same N
+# gives the same checkpoint on any host).
 # OBJECTIVE: elmo bert roberta albert spanbert electra bart t5 (default: all but roberta). GPT and the
 # LSTM LM have their own recipe (examples/language_model/wikitext2), RoBERTa on the word vocabulary too
 # (examples/masked_lm/wikitext2); roberta here is the same model on this script's vocabulary.
@@ -26,6 +28,8 @@ case "$kind" in
 esac
 
 hours=$(python -c "print(round($minutes / 60, 4))")
+budget=(optimization.stop_time_hours="$hours")
+[[ -n ${UPDATES:-} ]] && budget=(optimization.stop_time_hours=0 optimization.max_update="$UPDATES")
 # no dropout on attention weights: with it SDPA leaves its fused CPU kernel (a third slower here)
 mlm=(task=masked_lm task.tokens_per_sample=128 model.attention_dropout=0.0 criterion=masked_lm optimizer=adamw optimizer.lr=7e-4
      dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
@@ -50,7 +54,7 @@ for objective in "${objectives[@]}"; do
   esac
   out="$work/$objective"
   seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \
-    optimization.stop_time_hours="$hours" lr_scheduler=fixed lr_scheduler.warmup_updates=100 \
+    "${budget[@]}" lr_scheduler=fixed lr_scheduler.warmup_updates=100 \
     checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads=2 2>&1 | tee "$out.train.log"
   seqkit-eval-lm path="$out/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=valid \
     tokens_per_sample=128 | tee "$out.eval.json"
