@@ -100,17 +100,45 @@ def test_scores_are_the_language_models_log_probabilities(lm_and_task):
     torch.testing.assert_close(scores, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("shots", [0, 4])
-def test_generate_and_score_in_context(lm_and_task, run_cli, shots):
+def test_calibration_divides_by_the_content_free_probabilities(lm_and_task):
+    ck, data = lm_and_task
+    c = classifier(ck, data, shots=3, seed=5, calibrate=True, content_free="v9")
+    d = c.task.src_dict
+    example = [d.bos(), d.index("v2"), d.index("v0"), d.eos()]
+    prompt, free = c.prompts(0, example)  # example 0's demonstrations, as predict_ids draws them below
+    assert prompt == classifier(ck, data, shots=3, seed=5).prompt(0, example)  # the uncalibrated prompt
+    query = [d.index(w) for w in "v2 v0 It was".split()]
+    cf_query = [d.index(w) for w in "v9 It was".split()]
+    assert prompt[-len(query):] == query and free[-len(cf_query):] == cf_query
+    assert prompt[: -len(query)] == free[: -len(cf_query)]  # the same demonstrations before both
+    s = c.label_scores([prompt, free])
+    expected = (s[0].log_softmax(-1) - s[1].log_softmax(-1)).softmax(-1)
+    got = c.predict_ids([example])[0]
+    assert got["prob"] == pytest.approx(float(expected.max()), abs=1e-6)
+    assert got["label"] == c.labels[int(expected.argmax())]
+
+
+@pytest.mark.parametrize("shots,calibrate", [(0, False), (4, False), (4, True)])
+def test_generate_and_score_in_context(lm_and_task, run_cli, shots, calibrate):
     from seqkit.cli.generate import main as generate
     from seqkit.cli.score import main as score
 
     ck, data = lm_and_task
     r = run_cli(generate, [f"path={ck}", f"task.data={data}", "gen_subset=valid", f"icl.shots={shots}",
-                           "icl.verbalizers=[bad,good]", "common.threads=1"])
+                           "icl.verbalizers=[bad,good]", f"icl.calibrate={calibrate}", "common.threads=1"])
     assert r.code == 0, r.err
     assert len(re.findall(r"^L-\d+\t(pos|neg)\t", r.out, re.M)) == 60
-    out = data.parent / f"pred{shots}.txt"
+    if calibrate:  # the command predicts what the Python API does, line for line (the arithmetic:
+        # test_calibration_...; no accuracy floor: this LM's content-free query is itself confidently "bad")
+        c = classifier(ck, data, shots=shots, calibrate=True)
+        ds = c.task.load_dataset("valid")
+        want = c.predict_ids([ds.src[i].tolist() for i in range(len(ds))])
+        got = re.findall(r"^L-\d+\t(pos|neg)\t([\d.]+)", r.out, re.M)
+        assert [g[0] for g in got] == [w["label"] for w in want]
+        assert [float(g[1]) for g in got] == pytest.approx([w["prob"] for w in want], abs=1e-4)
+        assert "calibrated on 'N/A'" in r.err
+        return
+    out = data.parent / f"pred{shots}{calibrate}.txt"
     out.write_text(r.out, encoding="utf-8")
     s = run_cli(score, [f"hyp={out}"])
     accuracy = float(re.search(r"^accuracy = ([\d.]+)", s.out, re.M).group(1))

@@ -7,7 +7,8 @@
 # mode (full frozen adapter lora bitfit prompt ulmfit), scratch (the body's architecture from
 # random weights, trained in full) or icl (a causal LM classifies in context, no training: SHOTS
 # labelled training examples in each prompt, default 8, each label's verbalizer scored; sst2 and
-# rte; the run folder is BODY-icl-kSHOTS). ulmfit first trains the body's own objective on the task's
+# rte; the run folder is BODY-icl-kSHOTS; CALIBRATE=1 adds Zhao et al.'s contextual calibration,
+# folder BODY-icl-kSHOTS-cal). ulmfit first trains the body's own objective on the task's
 # training text (ULMFiT's middle stage, LM_UPDATES updates, default 500). key=value settings go
 # to the fine-tuning seqkit-train. Leaves WORK_DIR/runs/TASK/BODY-MODE/ with train.log, score.txt
 # and row.json; checkpoints in .../checkpoints. RATE=1e-3 replaces the mode's learning rate (the run
@@ -22,7 +23,8 @@ ck="$work/$body/checkpoints/checkpoint_best.pt"
 [[ $mode == icl && $task == conll ]] && { echo "finetune.sh: error: icl classifies sentences and pairs (sst2, rte), not conll" >&2; exit 1; }
 shots="${SHOTS:-8}"
 run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}"
-[[ $mode == icl ]] && run="$work/runs/$task/$body-icl-k$shots"
+cal="${CALIBRATE:+-cal}"
+[[ $mode == icl ]] && run="$work/runs/$task/$body-icl-k$shots$cal"
 mkdir -p "$run"
 start=$(date +%s)
 
@@ -48,10 +50,11 @@ if [[ $mode == icl ]]; then
 print("[" + ",".join(w[line.split()[0]] for line in open(sys.argv[1], encoding="utf-8")) + "]")' \
     "$data/dict.label.txt" "$words")
   seqkit-generate path="$ck" task.data="$data" gen_subset=valid icl.shots="$shots" \
-    "icl.verbalizers=$verbalizers" "icl.template='$template'" common.threads=2 "$@" \
+    "icl.verbalizers=$verbalizers" "icl.template='$template'" icl.calibrate=$([[ -n $cal ]] && echo true || echo false) \
+    common.threads=2 "$@" \
     > "$run/gen-valid.txt" 2> >(tee "$run/generate.log" >&2)
   seqkit-score hyp="$run/gen-valid.txt" | tee "$run/score.txt"
-  python "$here/row.py" "$run" "$task" "$body" "icl-k$shots" "$(( $(date +%s) - start ))" --base "$ck" | tee "$run/row.json"
+  python "$here/row.py" "$run" "$task" "$body" "icl-k$shots$cal" "$(( $(date +%s) - start ))" --base "$ck" | tee "$run/row.json"
   exit 0
 fi
 

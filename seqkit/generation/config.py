@@ -92,6 +92,9 @@ class InContextConfig:
     template: str = arg("{0} It was {label} .", "one example as the language model reads it: {0} (and {1} for "
                                                 "pairs) the text, {label} the verbalizer, last")
     seed: int = arg(1, "seed of the demonstrations drawn for each example")
+    calibrate: bool = arg(False, "contextual calibration (Zhao et al., 2021): divide each label's probability by "
+                                 "its probability after the same demonstrations and a content-free query")
+    content_free: str = arg("N/A", "the content-free text put in every column of the calibration query")
 
 
 @dataclass

@@ -17,6 +17,12 @@ Each example gets its own k demonstrations, drawn from the training split with `
 the example's index (as GPT-3 draws them per example). Demonstrations that do not fit the model's
 positions are dropped, oldest first, and counted in the log. The probability printed on an L- line
 is the softmax over the labels of the verbalizers' summed log-probabilities.
+
+A small language model often prefers one verbalizer whatever the text (the majority of its
+training text, the last demonstration's label). ``icl.calibrate=true`` is Zhao et al.'s (2021)
+contextual calibration: the same demonstrations are followed by a content-free query (every column
+``icl.content_free``, "N/A"), and each label's probability is divided by its probability there,
+``p(label | x) / p(label | N/A)``, renormalized: twice the language model's work, no training.
 """
 
 from __future__ import annotations
@@ -77,8 +83,12 @@ class InContextClassifier(Classifier):
             self.pool = [train.src[i].tolist() for i in range(len(train))]
             self.pool_labels = [int(train.labels[i][0]) for i in range(len(train))]
         self.dropped = 0
-        log.info("in-context: %d demonstration(s) an example, template %r, verbalizers %s", cfg.shots, cfg.template,
-                 ", ".join(f"{label}={word}" for label, word in zip(self.labels, cfg.verbalizers)))
+        # the calibration query: the template over content-free columns, up to its label
+        columns = 2 if task.pairs else 1
+        self.content_free = self._fill([d.bos()] + (self._encode(cfg.content_free) + [self.eos]) * columns, None)
+        log.info("in-context: %d demonstration(s) an example, template %r, verbalizers %s%s", cfg.shots, cfg.template,
+                 ", ".join(f"{label}={word}" for label, word in zip(self.labels, cfg.verbalizers)),
+                 f", calibrated on {cfg.content_free!r}" if cfg.calibrate else "")
 
     def _encode(self, text: str) -> List[int]:
         tok = self.task.tokenizer()
@@ -111,18 +121,25 @@ class InContextClassifier(Classifier):
 
     def prompt(self, index: int, ids: Sequence[int]) -> List[int]:
         """``</s> demo </s> ... </s> query`` (ids), the query's template up to its label."""
+        return self.prompts(index, ids)[0]
+
+    def prompts(self, index: int, ids: Sequence[int]) -> List[List[int]]:
+        """Example ``index``'s prompt, and with ``icl.calibrate`` the content-free prompt after the
+        same demonstrations (those that fit beside the longer of the two queries)."""
         rng = random.Random(self.cfg.seed * 1_000_003 + index)
         chosen = rng.sample(range(len(self.pool)), min(self.cfg.shots, len(self.pool))) if self.pool else []
         demos = [self._fill(self.pool[j], self.pool_labels[j]) + [self.eos] for j in chosen]
-        query = self._fill(ids, None)
-        room = self.model.max_positions()[0] - len(query) - max(len(v) for v in self.verbalizers) - 1
+        queries = [self._fill(ids, None)] + ([self.content_free] if self.cfg.calibrate else [])
+        longest = max(len(q) for q in queries)
+        room = self.model.max_positions()[0] - longest - max(len(v) for v in self.verbalizers) - 1
         while demos and sum(len(d) for d in demos) > room:
             demos.pop(0)
             self.dropped += 1
         if room < 0:
-            raise SeqkitError(f"example {index}: {len(query)} tokens leave no room in the model's "
+            raise SeqkitError(f"example {index}: {longest} tokens leave no room in the model's "
                               f"{self.model.max_positions()[0]} positions")
-        return [self.eos] + [t for d in demos for t in d] + query
+        context = [self.eos] + [t for d in demos for t in d]
+        return [context + q for q in queries]
 
     @torch.inference_mode()
     def label_scores(self, prompts: Sequence[List[int]]) -> torch.Tensor:
@@ -145,10 +162,15 @@ class InContextClassifier(Classifier):
                     batch_size: int = 64, topk: int = 1) -> List[Dict[str, Any]]:
         out: List[Dict[str, Any]] = []
         k = max(1, min(topk, len(self.labels)))
-        step = max(1, batch_size // (len(self.verbalizers) * max(1, self.cfg.shots)))  # prompts are long
+        per_example = 2 if self.cfg.calibrate else 1
+        step = max(1, batch_size // (len(self.verbalizers) * max(1, self.cfg.shots) * per_example))  # prompts are long
         for start in range(0, len(examples), step):
-            prompts = [self.prompt(start + i, ids) for i, ids in enumerate(examples[start : start + step])]
-            probs = self.label_scores(prompts).softmax(dim=-1)  # (n, K)
+            prompts = [p for i, ids in enumerate(examples[start : start + step]) for p in self.prompts(start + i, ids)]
+            scores = self.label_scores(prompts).view(-1, per_example, len(self.verbalizers))  # (n, 1 or 2, K)
+            logp = scores[:, 0].log_softmax(dim=-1)  # (n, K)
+            if self.cfg.calibrate:  # p(label | x) / p(label | content-free), renormalized
+                logp = logp - scores[:, 1].log_softmax(dim=-1)
+            probs = logp.softmax(dim=-1)  # (n, K)
             for row in probs:
                 p, idx = row.topk(k)
                 top = [(self.labels[j], float(q)) for j, q in zip(idx.tolist(), p.tolist())]
