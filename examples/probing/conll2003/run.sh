@@ -29,7 +29,8 @@ for body in "${bodies[@]}"; do
     [[ -f "$data/preprocess.json" ]] || bash "$here/../../tagging/conll2003/prepare.sh" "$data" \
       vocab_from="$ck" tag_column="${COLUMN[$task]}"
     for init in trained random; do
-      out="$work/$body/$task$( [[ $init == random ]] && echo -random ).json"
+      suffix=""; [[ $init == random ]] && suffix=-random
+      out="$work/$body/$task$suffix.json"
       [[ -f "$out" ]] && { echo "$out: done already"; continue; }
       seqkit-probe path="$ck" data="$data" split=valid output="$out" random_init=$( [[ $init == random ]] && echo true || echo false ) \
         threads=2 "${extra[@]}"
