@@ -1,0 +1,73 @@
+"""fp32 against int8 weights (`quantize=int8`) for one classifier or tagger checkpoint: its score and
+its speed, each run a `seqkit-generate` process of its own, the two precisions alternated.
+
+    python benchmarks/int8.py CHECKPOINT DATA [--split valid] [--rounds 2] [--batch 64] [--threads 2]
+
+Prints one JSON line: the CPU (model, bf16/AMX flags, an fp32 matmul peak measured before and after),
+and per precision the score (accuracy for classification; entity F1, precision and recall for
+tagging: seqkit-score's figures on the split) and examples/s of every round with their median.
+Language models have `seqkit-eval-lm ... quantize=int8` (examples/language_model/wikitext2), and
+translation `benchmarks/translation.py --checkpoint` (its *_int8 fields)."""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from seqkit.cpu import cpu_info, matmul_peak
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"int8.py: {' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return r
+
+
+def one(args, quantize, out):
+    """Generate the split once at `quantize` (none or int8): (examples/s, {metric: score})."""
+    r = run(["seqkit-generate", f"path={args.checkpoint}", f"task.data={args.data}", f"gen_subset={args.split}",
+             f"batch_size={args.batch}", f"results_path={out}", f"quantize={quantize}",
+             f"common.threads={args.threads}"])
+    per_s = float(re.search(r"\(([\d.]+) (?:sentences|examples)/s\)", r.stderr).group(1))
+    s = run(["seqkit-score", f"hyp={out}/generate-{args.split}.txt", "output_format=json"])
+    scores = {m["metric"]: m["score"] for m in map(json.loads, s.stdout.splitlines())}
+    return per_s, scores
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("checkpoint")
+    p.add_argument("data")
+    p.add_argument("--split", default="valid")
+    p.add_argument("--rounds", type=int, default=2, help="fp32/int8 alternations")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    row = {**cpu_info(), "checkpoint": os.path.abspath(args.checkpoint), "split": args.split,
+           "batch": args.batch, "threads": args.threads,
+           "fp32_matmul_peak_gflops_before": round(matmul_peak(torch.float32) / 1e9)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for q in ("none", "int8"):
+            row[q] = {"per_s_rounds": []}
+        for i in range(args.rounds):
+            for q in ("none", "int8"):
+                per_s, scores = one(args, q, os.path.join(tmp, f"{q}{i}"))
+                row[q]["per_s_rounds"].append(per_s)
+                row[q]["scores"] = scores  # the same every round (the weights are fixed)
+    for q in ("none", "int8"):
+        row[q]["per_s"] = round(statistics.median(row[q]["per_s_rounds"]), 1)
+    row["speedup"] = round(row["int8"]["per_s"] / row["none"]["per_s"], 2)
+    row["fp32_matmul_peak_gflops_after"] = round(matmul_peak(torch.float32) / 1e9)
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
