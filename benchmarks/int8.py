@@ -20,7 +20,8 @@ import tempfile
 
 import torch
 
-from seqkit.cpu import cpu_info, matmul_peak
+from seqkit.cpu import cpu_info
+from translation import matmul_peak  # (benchmarks/translation.py, beside this script)
 
 
 def run(cmd):

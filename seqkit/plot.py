@@ -251,8 +251,11 @@ def write_probe(output: str, result: Dict[str, Any]) -> None:
     ax.set_xticks(xs, [r["layer"] for r in rows], rotation=45 if len(rows) > 10 else 0)
     ax.set_xlabel("layer (0: embeddings)")
     ax.set_ylabel("%")
-    name = os.path.basename(os.path.dirname(result["checkpoint"])) or os.path.basename(result["checkpoint"])
-    body = "random weights" if result["random_init"] else name
+    folder = os.path.dirname(os.path.abspath(result["checkpoint"]))
+    if os.path.basename(folder) == "checkpoints":  # RUN/checkpoints/checkpoint_best.pt: the run's name
+        folder = os.path.dirname(folder)
+    name = os.path.basename(folder) or os.path.basename(result["checkpoint"])
+    body = f"{name}, random weights" if result["random_init"] else name
     ax.set_title(f"{body}: {os.path.basename(result['data'].rstrip('/'))} ({result['split']})", fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
