@@ -1,6 +1,7 @@
 """One table of run.sh's probes: per body and task, the best layer by accuracy and by
 selectivity, and the random body's; the layer where each task peaks, lower for part of speech
-than for entities being the pattern the literature reports (Tenney et al., 2019; Hewitt & Liang).
+than for entities being the pattern the literature reports (Tenney et al., 2019; Hewitt & Liang),
+and the scalar mix's centre of gravity (Tenney et al.: the mean layer under the mix's weights).
 Usage: python summary.py WORK_DIR BODY ..."""
 
 import json
@@ -9,8 +10,8 @@ import sys
 
 work, bodies = sys.argv[1], sys.argv[2:]
 print("| body | task | majority | best layer (accuracy) | best layer (selectivity) | scalar mix (weights) | "
-      "random body: best accuracy | random body: best selectivity |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+      "mix centre (layer) | random body: best accuracy | random body: best selectivity |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for body in bodies:
     for task in ("pos", "chunk", "ner"):
         paths = [os.path.join(work, body, f"{task}{suffix}.json") for suffix in ("", "-random")]
@@ -24,5 +25,7 @@ for body in bodies:
 
         mix = r.get("mix", {})
         weights = ", ".join(f"{w:.2f}" for w in mix.get("weights", []))
+        # Tenney et al.'s centre of gravity: the mix's mean layer, sum of l * w_l
+        centre = f"{sum(i * w for i, w in enumerate(mix['weights'])):.2f}" if mix.get("weights") else "-"
         print(f"| {body} | {task} | {r['majority']} | {best(r, 'accuracy')} | {best(r, 'selectivity')} | "
-              f"{mix.get('accuracy', '-')} ({weights}) | {best(rnd, 'accuracy')} | {best(rnd, 'selectivity')} |")
+              f"{mix.get('accuracy', '-')} ({weights}) | {centre} | {best(rnd, 'accuracy')} | {best(rnd, 'selectivity')} |")
