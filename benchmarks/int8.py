@@ -4,8 +4,8 @@ its speed, each run a `seqkit-generate` process of its own, the two precisions a
     python benchmarks/int8.py CHECKPOINT DATA [--split valid] [--rounds 2] [--batch 64] [--threads 2]
 
 Prints one JSON line: the CPU (model, bf16/AMX flags, an fp32 matmul peak measured before and after),
-and per precision the score (accuracy for classification; entity F1, precision and recall for
-tagging: seqkit-score's figures on the split) and examples/s of every round with their median.
+and per precision the scores (seqkit-score's figures on the split: accuracy, macro-F1, F1 and MCC
+for classification; entity F1 and token accuracy for tagging) and examples/s of every round with their median.
 Language models have `seqkit-eval-lm ... quantize=int8` (examples/language_model/wikitext2), and
 translation `benchmarks/translation.py --checkpoint` (its *_int8 fields)."""
 
