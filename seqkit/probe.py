@@ -10,7 +10,9 @@ so is one on a learned scalar mix of all layers (Tenney et al., 2019: softmax-no
 weights and a scale, reported). Beside each per-word task runs its *control task*: every word
 type gets a fixed random label drawn from the task's label distribution, so a probe can only
 score by memorizing word types; *selectivity* = task accuracy - control accuracy says how much of
-a probe's accuracy the representation, not the probe, provides.
+a probe's accuracy the representation, not the probe, provides. Each figure is also given over
+only the words whose gold label is not the training split's most frequent one (``rare_``): where
+one label dominates (NER: ~83% of words are ``O``) that is what the probe finds beyond it.
 
 Layer 0 is what the first layer reads (token embeddings, with positions where the model adds
 them); layer i the output of the i-th layer (BART/T5: the encoder's, then the decoder's reading
@@ -156,10 +158,11 @@ def _standardize(train: torch.Tensor, *others: torch.Tensor) -> List[torch.Tenso
 
 
 def train_probe(train_x: Sequence[torch.Tensor], train_y: torch.Tensor, test_x: Sequence[torch.Tensor],
-                test_y: torch.Tensor, num_labels: int, cfg: Any) -> Tuple[float, Optional[List[float]]]:
-    """Accuracy (%) on the test vectors of a linear softmax probe trained on the training ones.
-    One tensor in ``train_x``: a probe on it; several (one per layer, the same width): a probe on
-    their learned scalar mix ``gamma * sum_l softmax(w)_l x_l``, whose weights are returned too."""
+                num_labels: int, cfg: Any) -> Tuple[torch.Tensor, Optional[List[float]]]:
+    """The labels ``(N_test,)`` a linear softmax probe trained on the training vectors predicts for
+    the test ones. One tensor in ``train_x``: a probe on it; several (one per layer, the same width):
+    a probe on their learned scalar mix ``gamma * sum_l softmax(w)_l x_l``, whose weights are
+    returned too."""
     g = torch.Generator().manual_seed(cfg.seed)
     std = [_standardize(a, b) for a, b in zip(train_x, test_x)]
     tr, te = [s[0] for s in std], [s[1] for s in std]
@@ -186,15 +189,29 @@ def train_probe(train_x: Sequence[torch.Tensor], train_y: torch.Tensor, test_x: 
             loss.backward()
             opt.step()
     with torch.no_grad():
-        pred = linear(read(te, slice(None))).argmax(-1)
-    accuracy = 100.0 * float(pred.eq(test_y).float().mean()) if len(test_y) else float("nan")
-    return round(accuracy, 2), ([round(float(v), 4) for v in weights.detach().softmax(0)] if mixed else None)
+        pred = linear(read(te, slice(None))).argmax(-1)  # (N_test,)
+    return pred, ([round(float(v), 4) for v in weights.detach().softmax(0)] if mixed else None)
+
+
+def most_frequent(train_y: torch.Tensor) -> int:
+    """The training split's most frequent label (NER's ``O``)."""
+    return int(torch.bincount(train_y).argmax())
+
+
+def scores(pred: torch.Tensor, test_y: torch.Tensor, common: int) -> Tuple[float, float]:
+    """Accuracy (%) over every test vector, and over those whose gold label is not ``common``: on a
+    task one label dominates (NER: ~83% of words are ``O``), the second says what the probe finds
+    beyond the majority (NaN where every gold label is ``common``)."""
+    def acc(hit: torch.Tensor) -> float:
+        return round(100.0 * float(hit.float().mean()), 2) if len(hit) else float("nan")
+
+    hit = pred.eq(test_y)
+    return acc(hit), acc(hit[test_y.ne(common)])
 
 
 def majority(train_y: torch.Tensor, test_y: torch.Tensor) -> float:
     """Accuracy (%) of always predicting the training split's most frequent label."""
-    top = int(torch.bincount(train_y).argmax())
-    return round(100.0 * float(test_y.eq(top).float().mean()), 2)
+    return round(100.0 * float(test_y.eq(most_frequent(train_y)).float().mean()), 2)
 
 
 # -- one checkpoint, one data folder -------------------------------------------------------------------
@@ -301,23 +318,33 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         "train_vectors": len(train_y), "test_vectors": len(test_y), "majority": majority(train_y, test_y),
         "layers": [],
     }
+    common = most_frequent(train_y)
+    out["common_label"] = data.labels[common]
+
+    def probe(row: Dict[str, Any], xs: List[torch.Tensor], ts: List[torch.Tensor]) -> Optional[List[float]]:
+        """The task's probe and its control's on these vectors: accuracy, the accuracy off the common
+        label (``rare_``), their selectivities, into ``row``; the mix's weights (or None)."""
+        pred, weights = train_probe(xs, train_y, ts, K, cfg)
+        row["accuracy"], row["rare_accuracy"] = scores(pred, test_y, common)
+        if control:
+            pred, control_weights = train_probe(xs, ctrl_train, ts, K, cfg)
+            row["control"], row["rare_control"] = scores(pred, ctrl_test, most_frequent(ctrl_train))
+            row["selectivity"] = round(row["accuracy"] - row["control"], 2)
+            row["rare_selectivity"] = round(row["rare_accuracy"] - row["rare_control"], 2)
+            if control_weights is not None:
+                row["control_weights"] = control_weights
+        return weights
+
     for j, i in enumerate(chosen):
         row: Dict[str, Any] = {"layer": names[i], "dim": int(train_x[j].size(1))}
-        row["accuracy"], _ = train_probe([train_x[j]], train_y, [test_x[j]], test_y, K, cfg)
-        if control:
-            row["control"], _ = train_probe([train_x[j]], ctrl_train, [test_x[j]], ctrl_test, K, cfg)
-            row["selectivity"] = round(row["accuracy"] - row["control"], 2)
+        probe(row, [train_x[j]], [test_x[j]])
         log.info("layer %s: %s", names[i], row)
         out["layers"].append(row)
     # the mix: the layers as wide as the last (the LSTM LM's embeddings may be narrower)
     same = [j for j in range(len(chosen)) if train_x[j].size(1) == train_x[-1].size(1)]
     if cfg.mix and len(same) > 1:
-        mx, tx = [train_x[j] for j in same], [test_x[j] for j in same]
         mix: Dict[str, Any] = {"layers": [names[chosen[j]] for j in same]}
-        mix["accuracy"], mix["weights"] = train_probe(mx, train_y, tx, test_y, K, cfg)
-        if control:
-            mix["control"], mix["control_weights"] = train_probe(mx, ctrl_train, tx, ctrl_test, K, cfg)
-            mix["selectivity"] = round(mix["accuracy"] - mix["control"], 2)
+        mix["weights"] = probe(mix, [train_x[j] for j in same], [test_x[j] for j in same])
         log.info("scalar mix: %s", mix)
         out["mix"] = mix
     if cfg.output:
@@ -330,20 +357,22 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
 
 
 def table_markdown(r: Dict[str, Any]) -> str:
-    """The results as a markdown table: one row per layer, then the mix."""
+    """The results as a markdown table: one row per layer, then the mix; each figure over every
+    test vector, then over those whose gold label is not the common one."""
     control = any("control" in row for row in r["layers"])
-    head = "| layer | accuracy |" + (" control | selectivity |" if control else "")
-    lines = [head, "| --- |" + " --- |" * (3 if control else 1)]
-    for row in r["layers"]:
-        lines.append(f"| {row['layer']} | {row['accuracy']} |"
-                     + (f" {row['control']} | {row['selectivity']} |" if control else ""))
+    keys = ["accuracy"] + (["control", "selectivity"] if control else [])
+    keys += ["rare_" + k for k in keys]
+    common = r.get("common_label", "the majority")
+    head = "| layer | " + " | ".join(k.replace("rare_", f"not {common}: ") for k in keys) + " |"
+    lines = [head, "| --- |" + " --- |" * len(keys)]
+    rows = r["layers"] + ([dict(r["mix"], layer="scalar mix")] if "mix" in r else [])
+    for row in rows:
+        lines.append(f"| {row['layer']} | " + " | ".join(str(row.get(k, "-")) for k in keys) + " |")
     if "mix" in r:
         m = r["mix"]
-        tail = f" {m['control']} | {m['selectivity']} |" if control else ""
-        lines.append(f"| scalar mix | {m['accuracy']} |" + tail)
         lines.append("")
         lines.append("scalar mix weights: " + ", ".join(f"{n} {w:.3f}" for n, w in zip(m["layers"], m["weights"])))
     lines.append("")
-    lines.append(f"majority label: {r['majority']}; {r['train_vectors']:,} training and {r['test_vectors']:,} "
-                 f"{r['split']} vectors; {'random weights' if r['random_init'] else 'trained weights'}")
+    lines.append(f"majority label ({common}): {r['majority']}; {r['train_vectors']:,} training and "
+                 f"{r['test_vectors']:,} {r['split']} vectors; {'random weights' if r['random_init'] else 'trained weights'}")
     return "\n".join(lines) + "\n"

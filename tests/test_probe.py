@@ -3,13 +3,14 @@ reads), control labels are a function of the word type alone, a probe on random 
 the majority baseline, and seqkit-probe end to end (table, JSON, PNG) or one clear error."""
 
 import json
+import math
 
 import numpy as np
 import pytest
 import torch
 
 from seqkit.generation.load import load_for_inference
-from seqkit.probe import ProbeConfig, control_labels, layer_features, layer_names, train_probe
+from seqkit.probe import ProbeConfig, control_labels, layer_features, layer_names, scores, train_probe
 from seqkit.tokenizers.space import SpaceConfig
 
 from label_fixtures import one_line_error  # noqa: F401
@@ -77,13 +78,23 @@ def test_a_probe_on_random_features_scores_the_majority_baseline():
     y = (torch.rand(3000, generator=g) < 0.7).long()  # 70% label 1
     x = torch.randn(3000, 16, generator=g)
     cfg = ProbeConfig(epochs=60, batch_size=256)
-    acc, _ = train_probe([x[:2000]], y[:2000], [x[2000:]], y[2000:], 2, cfg)
+    pred, _ = train_probe([x[:2000]], y[:2000], [x[2000:]], 2, cfg)
+    acc, rare = scores(pred, y[2000:], common=1)
     majority = 100.0 * float(y[2000:].eq(1).float().mean())
     assert abs(acc - majority) < 3.0
+    assert rare < 10.0  # off the majority label it finds next to nothing
     # and a feature that holds the label is found
     x[:, 3] = y.float()
-    acc, _ = train_probe([x[:2000]], y[:2000], [x[2000:]], y[2000:], 2, cfg)
-    assert acc == 100.0
+    pred, _ = train_probe([x[:2000]], y[:2000], [x[2000:]], 2, cfg)
+    assert scores(pred, y[2000:], common=1) == (100.0, 100.0)
+
+
+def test_scores_off_the_common_label():
+    gold = torch.tensor([0, 0, 0, 0, 0, 0, 1, 2, 2, 1])  # 0 (say O) is common
+    pred = torch.tensor([0, 0, 0, 0, 0, 0, 0, 2, 0, 1])
+    assert scores(pred, gold, common=0) == (80.0, 50.0)  # 8 of 10; 2 of the 4 non-O
+    every, rare = scores(torch.zeros(6, dtype=torch.long), gold[:6], common=0)
+    assert every == 100.0 and math.isnan(rare)  # no gold label off the common one: no figure
 
 
 def write_tagged(path, n, seed):
@@ -115,6 +126,8 @@ def test_seqkit_probe_end_to_end(bodies, run_cli, tmp_path):
     # the tag is a function of the word: the embeddings hold it, and so (by memorizing types) does the control
     assert rows[0]["accuracy"] == 100.0 and rows[0]["control"] >= 95.0
     assert all(row["selectivity"] == round(row["accuracy"] - row["control"], 2) for row in rows)
+    assert all(row["rare_selectivity"] == round(row["rare_accuracy"] - row["rare_control"], 2) for row in rows)
+    assert rows[0]["rare_accuracy"] == 100.0 and result["common_label"] in ("A", "B", "C")
     assert len(result["mix"]["weights"]) == len(rows) and abs(sum(result["mix"]["weights"]) - 1) < 1e-3
     assert "| scalar mix |" in r.out and (tmp_path / "res" / "gpt.md").is_file()
     assert (tmp_path / "res" / "gpt.png").is_file()

@@ -12,7 +12,8 @@
 # training text (ULMFiT's middle stage, LM_UPDATES updates, default 500). key=value settings go
 # to the fine-tuning seqkit-train. Leaves WORK_DIR/runs/TASK/BODY-MODE/ with train.log, score.txt
 # and row.json; checkpoints in .../checkpoints. RATE=1e-3 replaces the mode's learning rate (the run
-# folder is then BODY-MODE-lrRATE).
+# folder is then BODY-MODE-lrRATE), EPOCHS=N the task's number of epochs (folder suffix -eN), and
+# TAG=name names a variant made by key=value settings (folder suffix -name).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 usage="usage: finetune.sh WORK_DIR TASK BODY MODE [key=value ...]"
@@ -22,7 +23,7 @@ ck="$work/$body/checkpoints/checkpoint_best.pt"
 [[ -f "$ck" ]] || { echo "finetune.sh: error: $ck not found: run pretrain.sh $work $body first" >&2; exit 1; }
 [[ $mode == icl && $task == conll ]] && { echo "finetune.sh: error: icl classifies sentences and pairs (sst2, rte), not conll" >&2; exit 1; }
 shots="${SHOTS:-8}"
-run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}"
+run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}${EPOCHS:+-e$EPOCHS}${TAG:+-$TAG}"
 cal="${CALIBRATE:+-cal}"
 [[ $mode == icl ]] && run="$work/runs/$task/$body-icl-k$shots$cal"
 mkdir -p "$run"
@@ -36,6 +37,7 @@ case "$task" in
   conll) prepare="$here/../tagging/conll2003/prepare.sh"; epochs=5; metric=f1; model=pretrained_tagger ;;
   *) echo "finetune.sh: error: unknown task '$task' (sst2 rte conll)" >&2; exit 2 ;;
 esac
+epochs="${EPOCHS:-$epochs}"
 [[ -f "$data/preprocess.json" ]] || bash "$prepare" "$data" vocab_from="$ck"
 
 # in context (Brown et al.'s setting): no training, nothing saved; the row counts no trainable
@@ -107,4 +109,5 @@ split=valid; [[ $task == conll ]] && split=test   # CoNLL: testb, the split pape
 seqkit-generate path="$run/checkpoints/checkpoint_best.pt" task.data="$data" gen_subset=$split batch_size=64 \
   > "$run/gen-$split.txt"
 seqkit-score hyp="$run/gen-$split.txt" | tee "$run/score.txt"
-python "$here/row.py" "$run" "$task" "$body" "$mode" "$(( $(date +%s) - start ))" "${RATE:-${LR[$mode]}}" | tee "$run/row.json"
+python "$here/row.py" "$run" "$task" "$body" "$mode${EPOCHS:+, $EPOCHS epochs}${TAG:+, $TAG}" "$(( $(date +%s) - start ))" \
+  "${RATE:-${LR[$mode]}}" | tee "$run/row.json"
