@@ -297,7 +297,8 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
                           "folders")
     data = TASKS.build(TASKS.make_config({"name": kind, "data": cfg.data}))
     vocab = getattr(task, "src_dict", None) or task.dictionary
-    if data.src_dict != vocab:
+    # the data's symbols are the checkpoint's first ones (a masked LM's dictionary adds <mask> at the end)
+    if data.src_dict.symbols != vocab.symbols[: len(data.src_dict)]:
         raise SeqkitError(f"{cfg.data} was binarized with another dictionary than {cfg.path}'s "
                           f"(seqkit-preprocess task={kind} vocab_from={cfg.path} ...)")
     pooling = getattr(model, "transfer_pooling", "mean") if cfg.pooling == "auto" else cfg.pooling

@@ -131,7 +131,19 @@ def test_seqkit_probe_end_to_end(bodies, run_cli, tmp_path):
     assert len(result["mix"]["weights"]) == len(rows) and abs(sum(result["mix"]["weights"]) - 1) < 1e-3
     assert "| scalar mix |" in r.out and (tmp_path / "res" / "gpt.md").is_file()
     assert (tmp_path / "res" / "gpt.png").is_file()
+    # a masked LM's dictionary ends with <mask>: data binarized with its vocabulary is probed all the same
+    preprocess(PreprocessConfig(task="tagging", trainpref=str(tmp_path / "train.conll"),
+                                validpref=str(tmp_path / "valid.conll"), destdir=str(tmp_path / "bert-bin"),
+                                tokenizer=SpaceConfig(), vocab_from=str(ckpts["bert"])))
+    r = run_cli(probe, [f"path={ckpts['bert']}", f"data={tmp_path / 'bert-bin'}", "epochs=30", "threads=1",
+                        "layers=[0]", "mix=false"])
+    assert r.code == 0, r.err
+    assert "| 0 | 100.0 |" in r.out
     r = run_cli(probe, [f"path={ckpts['gpt']}", f"data={tmp_path / 'bin'}", "layers=[0,9]"])
     one_line_error(r, "seqkit-probe", "layers=[9]", "0-2", log_lines_allowed=True)
-    r = run_cli(probe, [f"path={ckpts['bert']}", f"data={tmp_path / 'bin'}", "random_init=true"])
+    # data with a dictionary of its own (not vocab_from the checkpoint)
+    preprocess(PreprocessConfig(task="tagging", trainpref=str(tmp_path / "train.conll"),
+                                validpref=str(tmp_path / "valid.conll"), destdir=str(tmp_path / "own-bin"),
+                                tokenizer=SpaceConfig()))
+    r = run_cli(probe, [f"path={ckpts['bert']}", f"data={tmp_path / 'own-bin'}", "random_init=true"])
     one_line_error(r, "seqkit-probe", "another dictionary", log_lines_allowed=True)
