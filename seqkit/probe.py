@@ -297,8 +297,7 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
                           "folders")
     data = TASKS.build(TASKS.make_config({"name": kind, "data": cfg.data}))
     vocab = getattr(task, "src_dict", None) or task.dictionary
-    # the data's symbols are the checkpoint's first ones (a masked LM's dictionary adds <mask> at the end)
-    if data.src_dict.symbols != vocab.symbols[: len(data.src_dict)]:
+    if not data.src_dict.is_prefix_of(vocab):
         raise SeqkitError(f"{cfg.data} was binarized with another dictionary than {cfg.path}'s "
                           f"(seqkit-preprocess task={kind} vocab_from={cfg.path} ...)")
     pooling = getattr(model, "transfer_pooling", "mean") if cfg.pooling == "auto" else cfg.pooling
@@ -313,6 +312,7 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         table = control_labels(train_types + test_types, counts, cfg.seed)
         ctrl_train = torch.tensor([table[t] for t in train_types])
         ctrl_test = torch.tensor([table[t] for t in test_types])
+        ctrl_common = most_frequent(ctrl_train)
     out: Dict[str, Any] = {
         "checkpoint": os.path.abspath(cfg.path), "random_init": cfg.random_init, "data": os.path.abspath(cfg.data),
         "task": kind, "split": cfg.split, "labels": K, "pooling": None if data.per_token else pooling,
@@ -329,7 +329,7 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         row["accuracy"], row["rare_accuracy"] = scores(pred, test_y, common)
         if control:
             pred, control_weights = train_probe(xs, ctrl_train, ts, K, cfg)
-            row["control"], row["rare_control"] = scores(pred, ctrl_test, most_frequent(ctrl_train))
+            row["control"], row["rare_control"] = scores(pred, ctrl_test, ctrl_common)
             row["selectivity"] = round(row["accuracy"] - row["control"], 2)
             row["rare_selectivity"] = round(row["rare_accuracy"] - row["rare_control"], 2)
             if control_weights is not None:

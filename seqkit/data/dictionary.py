@@ -37,6 +37,11 @@ class Dictionary:
     def __len__(self) -> int:
         return len(self.symbols)
 
+    def is_prefix_of(self, other: "Dictionary") -> bool:
+        """Whether this dictionary's symbols are ``other``'s first ones, in order: data binarized
+        with ``vocab_from=`` a checkpoint whose dictionary grew after (a masked LM's ``<mask>``)."""
+        return len(self) <= len(other) and self.symbols == other.symbols[: len(self)]
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Dictionary) and self.symbols == other.symbols
 

@@ -149,8 +149,7 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
     if task.model_kind not in ("lm", "masked_lm", "seq2seq") or not hasattr(body, "transfer_features"):
         raise SeqkitError(f"{cfg.path} holds a {task.model_kind} model ({type(body).__name__}), not a pretrained one")
     pretrain_dict = task.src_dict
-    n = len(src_dict)
-    if n > len(pretrain_dict) or src_dict.symbols != pretrain_dict.symbols[:n]:
+    if not src_dict.is_prefix_of(pretrain_dict):
         raise SeqkitError(f"the data was binarized with another dictionary than {cfg.path}'s: run seqkit-preprocess "
                           f"with vocab_from={cfg.path}")
     first = not cfg.body
