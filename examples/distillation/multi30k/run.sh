@@ -2,7 +2,7 @@
 # Multi30k de->en distillation: the Transformer recipe's model as teacher, a student with a quarter
 # of its parameters trained in the same 45-minute budget three ways, every model scored and timed.
 #   bash examples/distillation/multi30k/run.sh [WORK_DIR] [STAGE ...]
-# STAGE: teacher, kd-data, nokd, wordkd, seqkd, eval (default: all, in this order). A stage whose
+# STAGE: teacher, kd-data, nokd, wordkd, seqkd, seqwordkd, eval (default: all, in this order). A stage whose
 # output exists is skipped, so the recipe resumes where it stopped (a training run stopped midway
 # resumes from its checkpoint_last.pt, its 45 minutes counted across the restarts).
 #   teacher  the Transformer recipe (examples/translation/multi30k/config.yaml), 45 min
@@ -12,6 +12,8 @@
 #   wordkd   the student on the references and the teacher's distribution at every target token
 #            (criterion=distillation, alpha 0.5, T 1, the teacher's 8 best tokens kept per position)
 #   seqkd    the student on the teacher's translations (data-kd)
+#   seqwordkd both (Kim & Rush's Seq-KD + Word-KD): the student on data-kd, and at every target
+#            token the teacher's distribution (criterion as wordkd)
 #   eval     test_2016_flickr BLEU and chrF2 at beam 5 and greedy, and sentences/s at batch 64
 #            and 1, of the teacher and each student: WORK_DIR/results.jsonl and results.md
 # UPDATES=N trains each student for N updates instead of 45 minutes, TEACHER_UPDATES=N the teacher
@@ -23,11 +25,15 @@ mt="$here/../../translation/multi30k"
 work="${1:-distill-run}"
 shift $(( $# > 0 ? 1 : 0 ))
 stages=("$@")
-[[ ${#stages[@]} -eq 0 ]] && stages=(teacher kd-data nokd wordkd seqkd eval)
+[[ ${#stages[@]} -eq 0 ]] && stages=(teacher kd-data nokd wordkd seqkd seqwordkd eval)
 mkdir -p "$work"
 data="$work/data-bin"
 [[ -f "$data/preprocess.json" ]] || bash "$mt/prepare.sh" "$data"
 teacher="$work/teacher/checkpoints/checkpoint_best.pt"
+
+# word-level KD: the teacher's distribution at every target token, mixed half and half with the gold loss
+word_kd=(criterion=distillation criterion.teacher="$teacher" criterion.alpha=0.5 criterion.temperature=1
+         criterion.top_k=8 criterion.label_smoothing=0.1)
 
 finished() { [[ -f "$1/train.log" ]] && grep -q "| done: " "$1/train.log"; }
 
@@ -50,11 +56,10 @@ for stage in "${stages[@]}"; do
           distill_to="$work/data-kd" 2>&1 | tee "$work/kd-data.log"
       fi ;;
     nokd) train student-nokd "$here/config_student.yaml" task.data="$data" ;;
-    wordkd) train student-wordkd "$here/config_student.yaml" task.data="$data" criterion=distillation \
-              criterion.teacher="$teacher" criterion.alpha=0.5 criterion.temperature=1 criterion.top_k=8 \
-              criterion.label_smoothing=0.1 ;;
+    wordkd) train student-wordkd "$here/config_student.yaml" task.data="$data" "${word_kd[@]}" ;;
     seqkd) train student-seqkd "$here/config_student.yaml" task.data="$work/data-kd" ;;
-    eval) python "$here/evaluate.py" "$work" teacher student-nokd student-wordkd student-seqkd ;;
-    *) echo "run.sh: error: unknown stage '$stage' (teacher kd-data nokd wordkd seqkd eval)" >&2; exit 2 ;;
+    seqwordkd) train student-seqwordkd "$here/config_student.yaml" task.data="$work/data-kd" "${word_kd[@]}" ;;
+    eval) python "$here/evaluate.py" "$work" teacher student-nokd student-wordkd student-seqkd student-seqwordkd ;;
+    *) echo "run.sh: error: unknown stage '$stage' (teacher kd-data nokd wordkd seqkd seqwordkd eval)" >&2; exit 2 ;;
   esac
 done
