@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPT body again, pretrained on a GPU (issue 27, part 4): what a longer pretraining buys. The
+# CPU body's model (gpt_mini, config_transformer_bpe.yaml) and its 8,000 pieces, on more text
+# (WikiText-2 + Multi30k's train.en + Tatoeba's English sides, deduplicated; validation: WikiText-2's,
+# as the CPU body's) for SECONDS of training in bf16 with batches of 8,192 tokens.
+#   bash examples/transfer/pretrain.sh WORK_DIR gpt          # first, on any machine: the vocabulary
+#   bash examples/transfer/pretrain_gpu.sh WORK_DIR [SECONDS]    (default 360, on a CUDA machine)
+# A 300-update speed probe first sizes the cosine schedule to the time (its rate x SECONDS x 0.95).
+# Leaves WORK_DIR/gpt_gpu/checkpoints/checkpoint_best.pt (finetune.sh WORK_DIR sst2 gpt_gpu MODE),
+# WORK_DIR/gpt_gpu.train.log, gpt_gpu.probe.log and gpt_gpu.eval.json (seqkit-eval-lm, valid).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+usage="usage: pretrain_gpu.sh WORK_DIR [SECONDS]"
+work="${1:?$usage}"; secs="${2:-360}"
+vocab="$work/gpt/checkpoints/checkpoint_best.pt"
+[[ -f "$vocab" ]] || { echo "pretrain_gpu.sh: error: $vocab not found: run pretrain.sh $work gpt first (its pieces)" >&2; exit 1; }
+python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" ||
+  { echo "pretrain_gpu.sh: error: no CUDA device (this recipe is the GPU row; pretrain.sh is the CPU one)" >&2; exit 1; }
+
+data_root=""
+for cand in "${SEQKIT_DATA:-}" "$here/../../../shared/data"; do
+  [[ -n "$cand" && -f "$cand/wikitext2/train.txt" ]] && { data_root="$cand"; break; }
+done
+[[ -n "$data_root" ]] || { echo "pretrain_gpu.sh: error: WikiText-2, Multi30k and Tatoeba not found under \$SEQKIT_DATA or ../shared/data" >&2; exit 1; }
+corpus="$work/gpu-corpus" data="$work/gpu-data-bin"
+if [[ ! -f "$data/preprocess.json" ]]; then
+  mkdir -p "$corpus"
+  { cat "$data_root/wikitext2/train.txt"; zcat "$data_root/multi30k/train.en.gz"
+    cut -f1 "$data_root/tatoeba_deu_eng/deu.txt" "$data_root/tatoeba_fra_eng/fra.txt" | awk '!seen[$0]++'; } > "$corpus/train.txt"
+  seqkit-preprocess task=language_modeling trainpref="$corpus/train.txt" validpref="$data_root/wikitext2/valid.txt" \
+    testpref="$data_root/wikitext2/test.txt" destdir="$data" overwrite=true workers=2 vocab_from="$vocab"
+fi
+
+common=(--config "$here/../language_model/wikitext2/config_transformer_bpe.yaml" task.data="$data"
+        common.precision=bf16 common.threads=8 dataset.max_tokens=8192)
+seqkit-train "${common[@]}" checkpoint.save_dir="$work/gpu-probe" checkpoint.no_save=true common.log_interval=50 \
+  optimization.stop_time_hours=0 optimization.max_update=300 lr_scheduler.period_updates=1000 > "$work/gpt_gpu.probe.log" 2>&1
+rate=$(python - "$work/gpt_gpu.probe.log" <<'PY'
+import re, sys
+log = open(sys.argv[1], encoding="utf-8").read()
+updates = [int(u) for u in re.findall(r"\[train\].*?update (\d+) \|", log)]
+walls = [float(w) for w in re.findall(r"\[train\].*?train_wall (\d+)", log)]
+print(round((updates[-1] - updates[0]) / max(1e-9, walls[-1] - walls[0]), 2))
+PY
+)
+period=$(python -c "print(max(200, int($rate * $secs * 0.95) - 400))")
+echo "speed probe: $rate updates/s -> lr_scheduler.period_updates=$period for $secs s" >&2
+seqkit-train "${common[@]}" checkpoint.save_dir="$work/gpt_gpu/checkpoints" checkpoint.no_epoch_checkpoints=true \
+  optimization.stop_time_hours="$(python -c "print(round($secs / 3600, 4))")" lr_scheduler.period_updates="$period" 2>&1 |
+  tee "$work/gpt_gpu.train.log"
+seqkit-eval-lm path="$work/gpt_gpu/checkpoints/checkpoint_best.pt" task.data="$data" gen_subset=valid \
+  tokens_per_sample=128 | tee "$work/gpt_gpu.eval.json"
