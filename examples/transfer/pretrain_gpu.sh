@@ -17,18 +17,17 @@ vocab="$work/gpt/checkpoints/checkpoint_best.pt"
 python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" ||
   { echo "pretrain_gpu.sh: error: no CUDA device (this recipe is the GPU row; pretrain.sh is the CPU one)" >&2; exit 1; }
 
-data_root=""
-for cand in "${SEQKIT_DATA:-}" "$here/../../../shared/data"; do
-  [[ -n "$cand" && -f "$cand/wikitext2/train.txt" ]] && { data_root="$cand"; break; }
-done
-[[ -n "$data_root" ]] || { echo "pretrain_gpu.sh: error: WikiText-2, Multi30k and Tatoeba not found under \$SEQKIT_DATA or ../shared/data" >&2; exit 1; }
 corpus="$work/gpu-corpus" data="$work/gpu-data-bin"
 if [[ ! -f "$data/preprocess.json" ]]; then
+  # each corpus from $SEQKIT_DATA, ../shared/data or its public source (examples/corpus.py)
+  wiki="$(python "$here/../corpus.py" wikitext2)"; m30k="$(python "$here/../corpus.py" multi30k)"
+  deu="$(python "$here/../corpus.py" tatoeba_deu_eng)"; fra="$(python "$here/../corpus.py" tatoeba_fra_eng)"
   mkdir -p "$corpus"
-  { cat "$data_root/wikitext2/train.txt"; zcat "$data_root/multi30k/train.en.gz"
-    cut -f1 "$data_root/tatoeba_deu_eng/deu.txt" "$data_root/tatoeba_fra_eng/fra.txt" | awk '!seen[$0]++'; } > "$corpus/train.txt"
-  seqkit-preprocess task=language_modeling trainpref="$corpus/train.txt" validpref="$data_root/wikitext2/valid.txt" \
-    testpref="$data_root/wikitext2/test.txt" destdir="$data" overwrite=true workers=2 vocab_from="$vocab"
+  { cat "$wiki/train.txt"; zcat "$m30k/train.en.gz"
+    cut -f1 "$deu/deu.txt" "$fra/fra.txt" | awk '!seen[$0]++'; } > "$corpus/train.txt.part"
+  mv "$corpus/train.txt.part" "$corpus/train.txt"
+  seqkit-preprocess task=language_modeling trainpref="$corpus/train.txt" validpref="$wiki/valid.txt" \
+    testpref="$wiki/test.txt" destdir="$data" overwrite=true workers=2 vocab_from="$vocab"
 fi
 
 common=(--config "$here/../language_model/wikitext2/config_transformer_bpe.yaml" task.data="$data"

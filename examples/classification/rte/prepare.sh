@@ -9,20 +9,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/data-bin}"
 shift $(( $# > 1 ? 1 : $# ))
 vocab="${VOCAB:-4000}"
-repo_root="$(cd "$here/../../.." && pwd)"
 
-src=""
-for cand in "${SEQKIT_DATA:-}/glue_rte" "$repo_root/../shared/data/glue_rte"; do
-  if [[ -f "$cand/train.tsv" ]]; then src="$cand"; break; fi
-done
-if [[ -z "$src" ]]; then
-  src="$here/raw/RTE"
-  if [[ ! -f "$src/train.tsv" ]]; then
-    mkdir -p "$here/raw"
-    curl -fsSL -o "$here/raw/RTE.zip" https://dl.fbaipublicfiles.com/glue/data/RTE.zip
-    (cd "$here/raw" && unzip -q -o RTE.zip)
-  fi
-fi
+src="$(python "$here/../../corpus.py" glue_rte)"
 echo "rte raw files: $src" >&2
 
 seqkit-preprocess task=classification 'text_columns=[sentence1,sentence2]' label_column=label \

@@ -3,25 +3,13 @@
 #   bash prepare.sh [OUT_DIR] [key=value ...]   (default: ./data-bin next to this script)
 # key=value goes to seqkit-preprocess, e.g. vocab_from=CK.pt for a pretrained model's vocabulary.
 # Uses $SEQKIT_DATA/sst2 or ../shared/data/sst2 when present, else downloads GLUE's SST-2.zip
-# into ./raw. The test split has no labels (GLUE keeps them): it is binarized for prediction only.
+# (examples/corpus.py). The test split has no labels (GLUE keeps them): it is binarized for prediction only.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/data-bin}"
 shift $(( $# > 1 ? 1 : $# ))
-repo_root="$(cd "$here/../../.." && pwd)"
 
-src=""
-for cand in "${SEQKIT_DATA:-}/sst2" "$repo_root/../shared/data/sst2"; do
-  if [[ -f "$cand/train.tsv" ]]; then src="$cand"; break; fi
-done
-if [[ -z "$src" ]]; then
-  src="$here/raw/SST-2"
-  if [[ ! -f "$src/train.tsv" ]]; then
-    mkdir -p "$here/raw"
-    curl -fsSL -o "$here/raw/SST-2.zip" https://dl.fbaipublicfiles.com/glue/data/SST-2.zip
-    (cd "$here/raw" && unzip -q -o SST-2.zip)
-  fi
-fi
+src="$(python "$here/../../corpus.py" sst2)"
 echo "sst2 raw files: $src" >&2
 
 # the sentences are already lower-cased and tokenized: a word vocabulary (space tokenizer) keeps

@@ -7,25 +7,13 @@
 #       divides by the same words, so the two are comparable.
 # char: one piece per character (tokenizer=char; spaces as ▁), for character-level models.
 # Uses $SEQKIT_DATA/wikitext2 or ../shared/data/wikitext2 when present (train.txt, valid.txt,
-# test.txt, as pytorch/examples ships them), else downloads pytorch/examples' copy into ./raw.
+# test.txt, as pytorch/examples ships them), else downloads pytorch/examples' copy (examples/corpus.py).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/data-bin}"
 kind="${2:-word}"
-repo_root="$(cd "$here/../../.." && pwd)"
 
-src=""
-for cand in "${SEQKIT_DATA:-}/wikitext2" "$repo_root/../shared/data/wikitext2"; do
-  if [[ -f "$cand/train.txt" ]]; then src="$cand"; break; fi
-done
-if [[ -z "$src" ]]; then
-  src="$here/raw"
-  base=https://raw.githubusercontent.com/pytorch/examples/main/word_language_model/data/wikitext-2
-  mkdir -p "$src"
-  for split in train valid test; do
-    [[ -f "$src/$split.txt" ]] || curl -fsSL -o "$src/$split.txt" "$base/$split.txt"
-  done
-fi
+src="$(python "$here/../../corpus.py" wikitext2)"
 echo "wikitext2 files: $src" >&2
 
 case "$kind" in
