@@ -12,7 +12,6 @@ never downloaded (``examples/tagging/conll2003/prepare.sh`` asks for the user's 
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -21,6 +20,8 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from seqkit.io import file_sha256
 
 EXAMPLES = Path(__file__).resolve().parent
 REPO = EXAMPLES.parent
@@ -82,14 +83,6 @@ def _download(url: str, dest: Path) -> None:
         raise CorpusError(f"cannot download {url}: {err}") from None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch(name: str, dest: Path, sources: list[Source]) -> None:
     """Download ``sources`` into ``dest`` (made if missing); each file is moved in only when whole."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -101,8 +94,8 @@ def fetch(name: str, dest: Path, sources: list[Source]) -> None:
             got = Path(tmp) / f"download-{i}"
             print(f"corpus.py: downloading {source.url}", file=sys.stderr)
             _download(source.url, got)
-            if source.sha256 and _sha256(got) != source.sha256:
-                raise CorpusError(f"{source.url}: sha256 {_sha256(got)} is not the pinned {source.sha256}")
+            if source.sha256 and file_sha256(str(got)) != source.sha256:
+                raise CorpusError(f"{source.url}: sha256 {file_sha256(str(got))} is not the pinned {source.sha256}")
             if not source.files:
                 os.replace(got, dest / source.url.rsplit("/", 1)[-1])
                 continue

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from transfer_fixtures import binarize, make_text, pretrain, run, trainer_for
+from transfer_fixtures import binarize, make_text, pretrain, pretrained_bodies, run, trainer_for
 
 from seqkit.adapt.lora import merge_lora
 from seqkit.adapt.modes import count_parameters
@@ -31,13 +31,7 @@ def text(tmp_path_factory):
 @pytest.fixture(scope="module")
 def bodies(text, tmp_path_factory):
     """body -> (its pretraining checkpoint, the classification data binarized in its vocabulary)."""
-    out = {}
-    for name in BODIES:
-        save = tmp_path_factory.mktemp(f"pre_{name}")
-        pretrain(text, name, save, updates=2)
-        ck = save / "checkpoint_last.pt"
-        out[name] = (ck, binarize(text, save / "cls", ck))
-    return out
+    return pretrained_bodies(text, BODIES, tmp_path_factory)
 
 
 def finetune(bodies, body, save, *overrides):

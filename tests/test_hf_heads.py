@@ -87,6 +87,7 @@ def test_fine_tuned_gpt_tagger_exports_with_the_same_logits(tmp_path):
     ("gpt", [], "GPT2ForSequenceClassification"),
     ("bert", ["model.adapt=adapter"], "model.adapt=adapter"),
     ("bert", ["model.pooling=mean"], "model.pooling"),
+    ("bert", ["model.head=bilstm", "model.bilstm.embed_dim=4", "model.bilstm.hidden_dim=4"], "model.head=bilstm"),
 ])
 def test_heads_hf_cannot_hold_are_refused(tmp_path, objective, extra, message):
     pretrain(make_text(tmp_path), objective, tmp_path / "body")

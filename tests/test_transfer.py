@@ -170,18 +170,21 @@ ENV = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.en
 ALL_MODES = ["full", "frozen", "adapter", "lora", "bitfit", "prompt", "ulmfit"]
 
 
-@pytest.mark.parametrize("task, model, extra, family, modes", [
-    ("language_modeling", "gpt_tiny", ["criterion=cross_entropy"], "transformer_lm", ALL_MODES),
+@pytest.mark.parametrize("task, model, extra, family, modes, head", [
+    ("language_modeling", "gpt_tiny", ["criterion=cross_entropy"], "transformer_lm", ALL_MODES, "default"),
     ("masked_lm", "roberta_mini", ["criterion=masked_lm", "model.encoder_layers=1", "model.embed_dim=32",
-                                   "model.ffn_dim=64", "model.attention_heads=2"], "bert", ["full", "lora"]),
+                                   "model.ffn_dim=64", "model.attention_heads=2"], "bert", ["full", "lora"], "default"),
+    # Peters et al.'s use of ELMo: the frozen body's mixed layers beside a task BiLSTM's own embeddings
+    ("language_modeling", "elmo_tiny", ["criterion=cross_entropy"], "elmo", ["frozen"], "bilstm"),
 ])
-def test_end_to_end_shell(tmp_path, task, model, extra, family, modes):
-    env = dict(ENV, MODES=" ".join(modes))
+def test_end_to_end_shell(tmp_path, task, model, extra, family, modes, head):
+    env = dict(ENV, MODES=" ".join(modes), HEAD=head)
     proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), task, model, *extra], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert f"pretrained_classifier: body {family} from pretrain/checkpoint_last.pt" in proc.stderr
+    assert checkpoints.load(str(tmp_path / "finetune" / "checkpoint_last.pt"))["cfg"]["model"]["head"] == head
     meta = json.loads((tmp_path / "cls-bin" / "preprocess.json").read_text())
     assert meta["vocab_from"] == "pretrain/checkpoint_last.pt"
     assert (tmp_path / "cls-bin" / "dict.input.txt").read_text() == (tmp_path / "lm-bin" / "dict.text.txt").read_text()

@@ -76,6 +76,17 @@ def binarize(text, dest, vocab_from):
     return dest
 
 
+def pretrained_bodies(text, names, tmp_path_factory):
+    """body -> (a 2-update pretraining checkpoint of it, the classification data binarized in its vocabulary)."""
+    out = {}
+    for name in names:
+        save = tmp_path_factory.mktemp(f"pre_{name}")
+        pretrain(text, name, save, updates=2)
+        ck = save / "checkpoint_last.pt"
+        out[name] = (ck, binarize(text, save / "cls", ck))
+    return out
+
+
 def pretrain(text, objective, save, updates=3, extra=()):
     """A few updates of ``objective`` (and ``extra`` overrides) on the text's language-modeling
     folder; returns the trainer's result."""

@@ -229,6 +229,9 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
     if model_cfg.get("pruned_heads"):
         raise SeqkitError(f"{path}: its attention heads were pruned (model.pruned_heads); HuggingFace export takes "
                           "models with the same number of heads in every layer")
+    if fine_tuned and model_cfg.get("head", "default") != "default":
+        raise SeqkitError(f"{path}: model.head={model_cfg['head']} (a task BiLSTM over the body) has no HuggingFace "
+                          "counterpart; HuggingFace export takes the default head")
     if peft and (not fine_tuned or model_cfg.get("adapt") != "lora"):
         raise SeqkitError(f"peft=true takes a model.adapt=lora fine-tuning run; {path} holds "
                           f"{'a ' + name + ' model' if not fine_tuned else 'model.adapt=' + str(model_cfg.get('adapt'))}")

@@ -17,7 +17,9 @@ Every pretraining model offers the same reading (its ``transfer_*`` members):
   ``mean`` for ELMo) and ``pretraining_heads`` (the submodules fine-tuning drops).
 
 A classifier pools the sentence and applies dense + tanh + linear (BERT's head); a tagger applies
-a linear layer at every position. The body's model config and vocabulary size are copied into
+a linear layer at every position. ``model.head=bilstm`` instead trains a task BiLSTM over
+``[its own token embeddings; the body's vectors]`` at every position (Peters et al. 2018's use of
+ELMo, with any body), read by concat pooling (classifier) or a linear layer per position (tagger). The body's model config and vocabulary size are copied into
 ``model.body`` at the first build, so a fine-tuned checkpoint stands alone.
 
 ``model.adapt=`` chooses how the body is adapted (:mod:`seqkit.adapt`): ``full`` (the default),
@@ -48,6 +50,7 @@ from seqkit.dataclass_utils import arg, to_plain
 from seqkit.errors import SeqkitError
 from seqkit.io import file_sha256
 from seqkit.models.base import EncoderClassifierModel
+from seqkit.models.bilstm import BiLSTMEncoder, PoolingHead, TaskBiLSTMConfig, concat_pool
 from seqkit.models.elmo import ScalarMix
 from seqkit.models.transformer_encoder import PoolerHead, TokenHead
 from seqkit.registry import MODELS
@@ -55,6 +58,7 @@ from seqkit.registry import MODELS
 log = logging.getLogger("seqkit.models")
 
 POOLINGS = ("auto", "first", "last", "mean", "max")
+HEADS = ("default", "bilstm")
 
 
 @dataclass
@@ -67,6 +71,12 @@ class PretrainedClassifierConfig:
                                "first for BERT/ELECTRA, last for GPT/LSTM LM/BART, mean for ELMo), first, last, mean, "
                                "max", choices=POOLINGS)
     dropout: float = arg(0.1, "dropout in the head", ge=0, lt=1)
+    head: str = arg("default", "default: dense + tanh + linear on the pooled vector (classifier), linear at every "
+                               "position (tagger); bilstm: a task BiLSTM over [own token embeddings; the body's "
+                               "vectors] (Peters et al. 2018), concat pooling or linear per position (model.bilstm)",
+                    choices=HEADS)
+    bilstm: TaskBiLSTMConfig = arg(help="model.head=bilstm: embed_dim, hidden_dim, num_layers, dropout, head_dim",
+                                   factory=TaskBiLSTMConfig)
     adapt: str = arg("full", "how the body is adapted: full (every weight trains), frozen (only the head: features), "
                              "adapter (bottleneck adapters and layer norms), lora (low-rank updates of chosen "
                              "projections), bitfit (biases), prompt (k learned input vectors), ulmfit (full, with "
@@ -205,6 +215,9 @@ class _Pretrained(EncoderClassifierModel):
         if first_build and added:
             log.info("%s: adapt=%s on %d module(s): %s", cfg.name, cfg.adapt, len(added), ", ".join(added[:4])
                      + (", ..." if len(added) > 4 else ""))
+        # model.head=bilstm: the task's own BiLSTM reads the body's vectors beside its embeddings
+        self.rnn = (BiLSTMEncoder(cfg.bilstm, src_dict, self.max_positions()[0], extra_dim=self.body.transfer_dim)
+                    if cfg.head == "bilstm" else None)
 
     def train(self, mode: bool = True) -> "_Pretrained":
         super().train(mode)
@@ -252,11 +265,16 @@ class PretrainedClassifier(_Pretrained):
 
     def __init__(self, cfg: PretrainedClassifierConfig, src_dict: Dictionary, num_labels: int):
         super().__init__(cfg, src_dict)
-        self.head = PoolerHead(self.body.transfer_dim, num_labels, cfg.dropout)
+        rnn = cfg.bilstm
+        self.head = (PoolerHead(self.body.transfer_dim, num_labels, cfg.dropout) if self.rnn is None
+                     else PoolingHead(6 * rnn.hidden_dim, rnn.head_dim, num_labels, rnn.dropout))
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:
         x = self.features(src_tokens, src_lengths, segments)  # (B, S, C)
+        if self.rnn is not None:
+            out, final = self.rnn(src_tokens, src_lengths, extra=x)  # (B, S, 2H), (B, 2H)
+            return self.head(concat_pool(out, final, src_tokens, self.pad))  # (B, K)
         return self.head(pool(x, src_tokens, src_lengths, self.pooling, self.pad))  # (B, K)
 
 
@@ -268,8 +286,12 @@ class PretrainedTagger(_Pretrained):
 
     def __init__(self, cfg: PretrainedTaggerConfig, src_dict: Dictionary, num_labels: int):
         super().__init__(cfg, src_dict)
-        self.head = TokenHead(self.body.transfer_dim, num_labels, cfg.dropout)
+        width = self.body.transfer_dim if self.rnn is None else 2 * cfg.bilstm.hidden_dim
+        self.head = TokenHead(width, num_labels, cfg.dropout if self.rnn is None else cfg.bilstm.dropout)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return self.head(self.features(src_tokens, src_lengths, segments))  # (B, S, K)
+        x = self.features(src_tokens, src_lengths, segments)  # (B, S, C)
+        if self.rnn is not None:
+            x, _ = self.rnn(src_tokens, src_lengths, extra=x)  # (B, S, 2H)
+        return self.head(x)  # (B, S, K)

@@ -12,6 +12,7 @@
 # scored into score-MODE.txt; a parameter-efficient mode's checkpoint is then shown to need its base
 # (needs-base-MODE.txt: the one-line error) and, written by seqkit-export format=checkpoint, to
 # stand alone (standalone-MODE.txt: its predictions, which equal those with the base).
+# HEAD=bilstm fine-tunes with model.head=bilstm (a small task BiLSTM over the body's vectors).
 # The seqkit-* console scripts (and the python that has seqkit) must come first on PATH.
 # Leaves in WORKDIR: raw/, lm-bin/, pretrain/, eval.json, cls-bin/, finetune/ (the first mode's),
 # score.txt, stdin.txt, and per mode finetune-MODE/, gen-MODE.txt, score-MODE.txt.
@@ -72,6 +73,8 @@ for mode in "${modes[@]}"; do
   extra=(lr_scheduler=fixed)
   [[ $mode == ulmfit ]] && extra=(lr_scheduler=slanted_triangular)
   [[ $mode == prompt ]] && extra+=(model.prompt.length=4)
+  [[ ${HEAD:-default} == bilstm ]] && extra+=(model.head=bilstm model.bilstm.embed_dim=8 model.bilstm.hidden_dim=8
+                                              model.bilstm.head_dim=8 model.bilstm.dropout=0)
   seqkit-train task=classification task.data=cls-bin model=pretrained_classifier model.adapt="$mode" \
       model.path=pretrain/checkpoint_last.pt criterion=cross_entropy common.threads=1 optimizer=adam \
       optimizer.lr="${LR[$mode]}" optimization.max_update=40 dataset.max_tokens=256 \
