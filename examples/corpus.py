@@ -39,6 +39,10 @@ class Source:
     sha256: str | None = None
     """The download's sha256 when the source is pinned (checked before anything is kept)."""
 
+    def names(self) -> list[str]:
+        """The file names this download leaves in the corpus folder."""
+        return list(self.files.values()) or [self.url.rsplit("/", 1)[-1]]
+
 
 def _plain(base: str, names: list[str]) -> list[Source]:
     return [Source(f"{base}/{name}") for name in names]
@@ -72,7 +76,7 @@ class CorpusError(Exception):
 
 
 def _names(sources: list[Source]) -> list[str]:
-    return [name for s in sources for name in (s.files.values() or [s.url.rsplit("/", 1)[-1]])]
+    return [name for s in sources for name in s.names()]
 
 
 def _download(url: str, dest: Path) -> None:
@@ -88,16 +92,16 @@ def fetch(name: str, dest: Path, sources: list[Source]) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
         for i, source in enumerate(sources):
-            wanted = source.files.values() or [source.url.rsplit("/", 1)[-1]]
-            if all((dest / n).is_file() for n in wanted):
+            if all((dest / n).is_file() for n in source.names()):
                 continue
             got = Path(tmp) / f"download-{i}"
             print(f"corpus.py: downloading {source.url}", file=sys.stderr)
             _download(source.url, got)
-            if source.sha256 and file_sha256(str(got)) != source.sha256:
-                raise CorpusError(f"{source.url}: sha256 {file_sha256(str(got))} is not the pinned {source.sha256}")
+            sha = file_sha256(str(got)) if source.sha256 else None
+            if sha != source.sha256:
+                raise CorpusError(f"{source.url}: sha256 {sha} is not the pinned {source.sha256}")
             if not source.files:
-                os.replace(got, dest / source.url.rsplit("/", 1)[-1])
+                os.replace(got, dest / source.names()[0])
                 continue
             try:
                 with zipfile.ZipFile(got) as zf:

@@ -19,8 +19,8 @@ Every pretraining model offers the same reading (its ``transfer_*`` members):
 A classifier pools the sentence and applies dense + tanh + linear (BERT's head); a tagger applies
 a linear layer at every position. ``model.head=bilstm`` instead trains a task BiLSTM over
 ``[its own token embeddings; the body's vectors]`` at every position (Peters et al. 2018's use of
-ELMo, with any body), read by concat pooling (classifier) or a linear layer per position (tagger). The body's model config and vocabulary size are copied into
-``model.body`` at the first build, so a fine-tuned checkpoint stands alone.
+ELMo, with any body), read by concat pooling (classifier) or a linear layer per position (tagger).
+The body's model config and vocabulary size are copied into ``model.body`` at the first build, so a fine-tuned checkpoint stands alone.
 
 ``model.adapt=`` chooses how the body is adapted (:mod:`seqkit.adapt`): ``full`` (the default),
 ``frozen``, ``adapter``, ``lora``, ``bitfit``, ``prompt`` or ``ulmfit``. A parameter-efficient run
