@@ -236,7 +236,8 @@ def _ct2_translator(cfg: GenerateConfig) -> TranslatorBase:
     def fallback(threads: int, device: str) -> TranslatorBase:  # seqkit's engine: torch is imported only here
         from seqkit.generation.translator import Translator
 
-        return Translator.fallback_for(cfg.path, cfg.generation, {"data": cfg.task.data})(threads, device)
+        return Translator.fallback_for(cfg.path, cfg.generation, {"data": cfg.task.data},
+                                       cfg.common.attention_kernels)(threads, device)
 
     return CT2Translator.from_checkpoint(
         cfg.path, cfg.generation, {"data": cfg.task.data}, fallback=fallback, engine=cfg.engine,
@@ -249,11 +250,14 @@ def _ct2_translator(cfg: GenerateConfig) -> TranslatorBase:
 def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
     """engine=seqkit: ``(translator or classifier, distributed info)``; ``(None, info)`` once a
     masked-LM checkpoint has filled stdin's slots."""
+    import logging
+
     import torch
 
     from seqkit.generation.load import load_for_inference
     from seqkit.generation.quantize import quantize_int8
-    from seqkit.generation.translator import Translator, pack_for_search
+    from seqkit.generation.translator import Translator, prepare_for_search
+    from seqkit.models.modules.kernels import use_attention_kernels
     from seqkit.training import distributed
 
     if cfg.common.threads > 0:
@@ -261,24 +265,28 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
     torch.manual_seed(cfg.common.seed)
     dist = distributed.init(cfg.common.device)
     device = dist.device
+    kernels = use_attention_kernels(cfg.common.attention_kernels, device)  # a bad setting fails before any loading
+    log = logging.getLogger("seqkit.generate")
     if dist.world_size > 1 and cfg.input == "-":
         raise SeqkitError("input=- reads stdin in one process; shard a binarized split (gen_subset) under torchrun")
     check_quantize(cfg.quantize, device.type, cfg.engine, cfg.common.precision)
     if cfg.icl.verbalizers:
-        return _in_context(cfg, device), dist
+        icl = _in_context(cfg, device)
+        log.info("%s", kernels)
+        return icl, dist
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
+    log.info("%s", kernels)  # once the checkpoint has loaded: its errors come first
     if cfg.quantize == "int8":
         model = quantize_int8(model)
     kind = getattr(task, "model_kind", "seq2seq")
     if kind == "masked_lm":
         _cloze(task, model.to(device), device, cfg, getattr(sys.stdin, "buffer", sys.stdin))
         return None, dist
-    model = model.to(device)
     if kind in ("classifier", "tagger"):
         from seqkit.generation.classifier import Classifier
 
-        return Classifier(task, model, device, cfg.common.precision), dist
-    pack_for_search(model, cfg.packed_weights, device.type, cfg.common.precision, cfg.quantize)
+        return Classifier(task, model.to(device), device, cfg.common.precision), dist
+    model = prepare_for_search(model, device, cfg.common.precision, cfg.quantize, cfg.packed_weights)
     return Translator(task, model, cfg.generation, device, cfg.common.precision, cfg.inter_threads), dist
 
 

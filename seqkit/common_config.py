@@ -22,5 +22,16 @@ class CommonConfig:
                            choices=("auto", "tqdm", "simple", "json"))
     log_interval: int = arg(50, "updates between training log lines", ge=1)
     user_dir: Optional[str] = arg(None, "folder of plugin modules to import (they register components)")
+    attention_kernels: str = arg("auto", "CUDA attention (scaled_dot_product_attention) backends, tried in this order: "
+                                         "auto (flash, efficient, math; cuDNN off: it builds a plan for every new batch "
+                                         "shape), torch (torch's own choice), or a comma list of flash, efficient, cudnn, "
+                                         "math; the CPU's kernels are torch's whatever this says")
+    compile: bool = arg(False, "seqkit-train: torch.compile the model and the loss together (fewer kernel launches "
+                               "on a GPU); shapes are dynamic: the first update compiles, batches of other shapes "
+                               "reuse its graphs (a criterion with state of its own: the model only)")
+    compile_mode: str = arg("default", "seqkit-train with common.compile: torch.compile's mode; reduce-overhead adds CUDA "
+                                       "graphs (one recorded per batch shape: for static shapes, e.g. a language model's "
+                                       "fixed blocks with dataset.max_sentences), max-autotune also tunes its kernels",
+                            choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"))
     tensorboard_logdir: Optional[str] = arg(None, "seqkit-train: also write logged train/valid scalars for "
                                                   "TensorBoard into DIR/train and DIR/valid (needs seqkit[tensorboard])")

@@ -134,8 +134,8 @@ class DistillationCriterion:
         soft = SoftCrossEntropy.apply(logits.reshape(-1, logits.size(-1)), q, keep, t).sum()
         a = self.cfg.alpha
         loss = (1.0 - a) * gold + (a * t * t) * soft
-        logs["loss"] = float(loss.detach())
-        logs["kd_loss"] = float(soft.detach() - (entropy * keep).sum())  # the KL, summed
+        logs["loss"] = loss.detach()
+        logs["kd_loss"] = soft.detach() - (entropy * keep).sum()  # the KL, summed
         return loss, n, logs
 
     @torch.no_grad()

@@ -57,18 +57,18 @@ class MaskedLMCriterion:
         n = target.numel()
         nll, correct = _mlm_terms(out["mlm"], target)
         loss = nll
-        logs: Dict[str, float] = {"mlm_correct": float(correct)}
+        logs: Dict[str, Any] = {"mlm_correct": correct}
         if "sbo" in out:
             sbo, sbo_correct = _mlm_terms(out["sbo"], target)
             loss = loss + sbo
-            logs.update(sbo_loss=float(sbo.detach()), sbo_correct=float(sbo_correct))
+            logs.update(sbo_loss=sbo.detach(), sbo_correct=sbo_correct)
         if "sentence" in out:
             gold = sample["sentence_target"]  # (B,)
             sent = F.cross_entropy(out["sentence"].float(), gold, reduction="sum")
             loss = loss + sent * (n / max(gold.numel(), 1))
-            logs.update(sentence_loss=float(sent.detach()), sentence_count=float(gold.numel()),
-                        sentence_correct=float((out["sentence"].argmax(-1) == gold).sum()))
-        logs.update(loss=float(loss.detach()), nll_loss=float(nll.detach()), ntokens=sample["ntokens"],
+            logs.update(sentence_loss=sent.detach(), sentence_count=float(gold.numel()),
+                        sentence_correct=(out["sentence"].argmax(-1) == gold).sum())
+        logs.update(loss=loss.detach(), nll_loss=nll.detach(), ntokens=sample["ntokens"],
                     nsentences=sample["nsentences"], sample_size=n)
         return loss, n, logs
 
@@ -93,10 +93,10 @@ class ElectraCriterion:
         logit = out["disc"].float()[keep]
         gold = labels[keep].float()
         disc = F.binary_cross_entropy_with_logits(logit, gold, reduction="sum")
-        positions = max(int(keep.sum()), 1)
+        positions = keep.sum().clamp(min=1)  # (a tensor: no host read)
         loss = nll + self.cfg.disc_weight * disc * (n / positions)
-        logs = {"mlm_correct": float(correct), "disc_loss": float(disc.detach()), "disc_positions": float(positions),
-                "disc_correct": float(((logit > 0).float() == gold).sum()), "replaced": float(gold.sum()),
-                "loss": float(loss.detach()), "nll_loss": float(nll.detach()), "ntokens": sample["ntokens"],
+        logs = {"mlm_correct": correct, "disc_loss": disc.detach(), "disc_positions": positions,
+                "disc_correct": ((logit > 0).float() == gold).sum(), "replaced": gold.sum(),
+                "loss": loss.detach(), "nll_loss": nll.detach(), "ntokens": sample["ntokens"],
                 "nsentences": sample["nsentences"], "sample_size": n}
         return loss, n, logs

@@ -62,7 +62,7 @@ class LabelledDataset(LanguagePairDataset):
         indices = [int(i) for i in indices]
         src = [self.src[i] for i in indices]
         d = self.src_dict
-        tokens = pad_right(src, d.pad())
+        tokens = self.pad_batch(src, d.pad())
         net_input: Dict[str, torch.Tensor] = {
             "src_tokens": tokens,
             "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),
@@ -73,7 +73,7 @@ class LabelledDataset(LanguagePairDataset):
                                   "nsentences": len(indices)}
         if self.labels is not None:
             if self.per_token:
-                stored = pad_right([self.labels[i] for i in indices], NOT_A_WORD_START)
+                stored = self.pad_batch([self.labels[i] for i in indices], NOT_A_WORD_START)
                 target = tag_targets(stored)
             else:
                 target = torch.tensor([int(self.labels[i][0]) for i in indices], dtype=torch.long)

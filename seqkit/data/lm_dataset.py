@@ -25,7 +25,7 @@ import torch
 from seqkit.data.batching import token_budget_batches
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
-from seqkit.data.pair_dataset import pad_right
+from seqkit.data.pair_dataset import PaddedBatches
 from seqkit.errors import SeqkitError
 
 BREAK_MODES = ("none", "eos", "complete")
@@ -70,7 +70,7 @@ def block_bounds(sizes: np.ndarray, block: int, mode: str) -> Tuple[np.ndarray, 
     return np.asarray(starts_l, dtype=np.int64), np.asarray(ends_l, dtype=np.int64)
 
 
-class TokenBlockDataset:
+class TokenBlockDataset(PaddedBatches):
     """Blocks of a split's token stream; ``collate`` makes ``src_tokens`` ``(B, L)`` (inputs),
     ``target`` ``(B, L)`` (next tokens, ``pad`` where not scored) and the scored-token counts."""
 
@@ -113,12 +113,12 @@ class TokenBlockDataset:
     def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
         indices = [int(i) for i in indices]
         pairs = [self.block(i) for i in indices]
-        target = pad_right([t for _, t in pairs], self.pad)  # (B, L)
+        target = self.pad_batch([t for _, t in pairs], self.pad)  # (B, L)
         scored = int(target.ne(self.pad).sum())
         return {
             "id": torch.tensor(indices, dtype=torch.long),
             "net_input": {
-                "src_tokens": pad_right([x for x, _ in pairs], self.pad),  # (B, L)
+                "src_tokens": self.pad_batch([x for x, _ in pairs], self.pad),  # (B, L)
                 "src_lengths": torch.tensor([len(x) for x, _ in pairs], dtype=torch.long),
             },
             "target": target,

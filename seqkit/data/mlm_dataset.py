@@ -30,7 +30,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import block_bounds
 from seqkit.data.noising import NoiseSpecials, mask_tokens, span_mask_tokens
-from seqkit.data.pair_dataset import pad_right
+from seqkit.data.pair_dataset import PaddedBatches
 from seqkit.errors import SeqkitError
 
 MASK = "<mask>"
@@ -63,7 +63,7 @@ def word_start_table(dictionary: Dictionary, tokenizer_name: Optional[str]) -> n
     return np.ones(len(syms), dtype=bool)
 
 
-class MaskedLMDataset:
+class MaskedLMDataset(PaddedBatches):
     """Blocks of ``data`` masked on the fly; see the module docstring for the layout."""
 
     def __init__(self, data: IndexedDataset, dictionary: Dictionary, specials: NoiseSpecials, tokens_per_sample: int,
@@ -169,15 +169,15 @@ class MaskedLMDataset:
         indices = [int(i) for i in indices]
         exs = [self.example(i) for i in indices]
         pad = self.sp.pad
-        src = pad_right([e["input"] for e in exs], pad)  # (B, S)
-        full_target = pad_right([e["target"] for e in exs], pad)  # (B, S)
+        src = self.pad_batch([e["input"] for e in exs], pad)  # (B, S)
+        full_target = self.pad_batch([e["target"] for e in exs], pad)  # (B, S)
         masked = full_target.ne(pad)
         net_input: Dict[str, Any] = {"src_tokens": src, "src_lengths": torch.tensor([len(e["input"]) for e in exs]),
                                      "masked_tokens": masked}
         sample: Dict[str, Any] = {"id": torch.tensor(indices), "net_input": net_input, "target": full_target[masked],
                                   "nsentences": len(indices)}
         if self.opts.sentence_pairs != "none":
-            net_input["segments"] = pad_right([e["segments"] for e in exs], 0)
+            net_input["segments"] = self.pad_batch([e["segments"] for e in exs], 0)
             sample["sentence_target"] = torch.tensor([e["label"] for e in exs])
         if self.opts.mask_unit == "span":
             S = src.size(1)

@@ -12,10 +12,21 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 
 
-def pad_right(seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = None) -> torch.Tensor:
-    """Stack 1-D tensors into ``(B, max_len)`` right-padded; ``prepend`` adds a first column."""
+def round_length(n: int, multiple: int, cap: int = 0) -> int:
+    """``n`` rounded up to a multiple of ``multiple``, unless that passes ``cap`` (0: no cap)."""
+    if multiple <= 1:
+        return n
+    up = -(-n // multiple) * multiple
+    return n if cap and up > cap else up
+
+
+def pad_right(seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = None, multiple: int = 1,
+              cap: int = 0) -> torch.Tensor:
+    """Stack 1-D tensors into ``(B, L)`` right-padded, L the longest rounded up to a multiple of
+    ``multiple`` (not past ``cap``); ``prepend`` adds a first column."""
     extra = 0 if prepend is None else 1
-    out = torch.full((len(seqs), max(len(s) for s in seqs) + extra), pad, dtype=torch.long)
+    out = torch.full((len(seqs), round_length(max(len(s) for s in seqs) + extra, multiple, cap)), pad,
+                     dtype=torch.long)
     if prepend is not None:
         out[:, 0] = prepend
     for i, s in enumerate(seqs):
@@ -23,7 +34,19 @@ def pad_right(seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = N
     return out
 
 
-class LanguagePairDataset:
+class PaddedBatches:
+    """What every dataset's ``collate`` pads with: lengths rounded up to ``length_multiple`` (not
+    past ``length_cap``, the model's positions), so batches come in few shapes. The trainer sets
+    both (``dataset.required_seq_len_multiple``); 1 keeps every batch as long as its longest."""
+
+    length_multiple: int = 1
+    length_cap: int = 0
+
+    def pad_batch(self, seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = None) -> torch.Tensor:
+        return pad_right(seqs, pad, prepend, self.length_multiple, self.length_cap)
+
+
+class LanguagePairDataset(PaddedBatches):
     """``src``/``tgt`` are IndexedDatasets of ids ending with eos; ``tgt`` may be None (inference)."""
 
     def __init__(self, src: IndexedDataset, tgt: Optional[IndexedDataset], src_dict: Dictionary, tgt_dict: Dictionary,
@@ -68,16 +91,16 @@ class LanguagePairDataset:
         sample: Dict[str, Any] = {
             "id": torch.tensor(indices, dtype=torch.long),
             "net_input": {
-                "src_tokens": pad_right(src, pad, prepend=self.src_dict.bos() if self.source_bos else None),
+                "src_tokens": self.pad_batch(src, pad, prepend=self.src_dict.bos() if self.source_bos else None),
                 "src_lengths": torch.tensor([len(s) + int(self.source_bos) for s in src], dtype=torch.long),
             },
             "nsentences": len(indices),
         }
         if self.tgt is not None:
             tgt = [self.tgt[i] for i in indices]
-            sample["target"] = pad_right(tgt, pad)
+            sample["target"] = self.pad_batch(tgt, pad)
             # prev_output_tokens[t] = target[t - 1], starting from bos; the final eos is never an input
-            sample["net_input"]["prev_output_tokens"] = pad_right([t[:-1] for t in tgt], pad, prepend=self.tgt_dict.bos())
+            sample["net_input"]["prev_output_tokens"] = self.pad_batch([t[:-1] for t in tgt], pad, prepend=self.tgt_dict.bos())
             sample["ntokens"] = int(sum(len(t) for t in tgt))
         return sample
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -20,7 +21,9 @@ import torch
 from seqkit.data.labelled_dataset import collate_inputs
 from seqkit.errors import SeqkitError
 from seqkit.generation.load import load_for_inference
+from seqkit.models.modules.kernels import use_attention_kernels
 
+log = logging.getLogger("seqkit.generate")
 Example = Union[str, Sequence[str]]
 
 
@@ -35,15 +38,19 @@ class Classifier:
 
     @classmethod
     def from_checkpoint(cls, path: str, device: str = "cpu", precision: str = "fp32",
-                        task_overrides: Optional[Dict[str, Any]] = None, quantize: str = "none") -> "Classifier":
+                        task_overrides: Optional[Dict[str, Any]] = None, quantize: str = "none",
+                        attention_kernels: str = "auto") -> "Classifier":
         """``quantize="int8"``: Linear and LSTM weights in int8 (CPU, fp32 precision; see
-        :mod:`seqkit.generation.quantize`)."""
+        :mod:`seqkit.generation.quantize`); ``attention_kernels``: ``common.attention_kernels``
+        (process-wide; CUDA only)."""
         from seqkit.generation.config import check_quantize
         from seqkit.generation.quantize import quantize_int8
 
         dev = torch.device(device)
         check_quantize(quantize, dev.type, "seqkit", precision)
+        kernels = use_attention_kernels(attention_kernels, dev)
         task, model = load_for_inference(path, task_overrides)
+        log.info("%s", kernels)
         if getattr(task, "model_kind", "seq2seq") not in ("classifier", "tagger"):
             raise SeqkitError(f"{path} holds a {getattr(task, 'model_kind', 'seq2seq')} model: use "
                               "seqkit.generation.translator.Translator")

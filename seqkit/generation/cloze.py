@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, List, Sequence, Tuple
 
@@ -19,7 +20,9 @@ import torch
 from seqkit.data.pair_dataset import pad_right
 from seqkit.errors import SeqkitError
 from seqkit.generation.load import load_for_inference
+from seqkit.models.modules.kernels import use_attention_kernels
 
+log = logging.getLogger("seqkit.generate")
 SLOT = re.compile(r"<mask>|\[MASK\]")
 
 
@@ -32,12 +35,15 @@ class Cloze:
                                     if i < 4 or i == task.mask_idx or s.startswith("madeupword")])
 
     @classmethod
-    def from_checkpoint(cls, path: str, device: str = "cpu") -> "Cloze":
+    def from_checkpoint(cls, path: str, device: str = "cpu", attention_kernels: str = "auto") -> "Cloze":
+        """``attention_kernels``: ``common.attention_kernels`` (process-wide; CUDA only)."""
+        dev = torch.device(device)
+        kernels = use_attention_kernels(attention_kernels, dev)
         task, model = load_for_inference(path)
+        log.info("%s", kernels)
         if getattr(task, "model_kind", None) != "masked_lm":
             raise SeqkitError(f"{path} holds a {getattr(task, 'model_kind', 'seq2seq')} model; the cloze needs a "
                               "masked language model (task masked_lm)")
-        dev = torch.device(device)
         return cls(task, model.to(dev), dev)
 
     def encode(self, line: str) -> List[int]:

@@ -28,6 +28,7 @@ from torch import nn
 
 from seqkit.generation.packed import PackedLinear
 from seqkit.models.base import STATIC
+from seqkit.models.modules.kernels import padding_mask
 
 log = logging.getLogger("seqkit.generate")
 Fn = Callable[[torch.Tensor], torch.Tensor]
@@ -105,7 +106,7 @@ class DecoderStepPlan:
         B = tokens.size(0)  # tokens (B, 1)
         keep = cache[f"{STATIC}keep"]  # (G, S): rows come in groups of B // G per sentence
         G = keep.size(0)
-        mask: Optional[torch.Tensor] = None if bool(keep.all()) else keep[:, None, None, :]  # (G, 1, 1, S)
+        mask: Optional[torch.Tensor] = padding_mask(keep)  # (G, 1, 1, S) or None
         order = cache.pop("order", None)  # (B,) cached row each row continues
         x = model._embed_target(tokens, step).view(B, -1)  # (B, C)
         for i, L in enumerate(self.layers):

@@ -20,6 +20,7 @@ from seqkit.errors import SeqkitError
 from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.norm import norm
 from seqkit.models.modules.positions import SINUSOIDS, LearnedPositions, RelativePositionBias, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length
@@ -188,8 +189,7 @@ class TransformerModel(EncoderDecoderModel):
             x = x + self.src_pos(S)
         x = dropout(self.src_embed_norm(x), self.cfg.dropout, self.training)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(B, k, dtype=torch.bool))  # (B, S)
-        # a batch without padding needs no mask, which lets SDPA take its fastest path
-        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+        mask = padding_mask(keep)  # (B, 1, 1, S) or None
         bias = self.src_rel(S, S) if self.src_rel is not None else None  # (1, H, S, S)
         for layer in self.encoder_layers:
             x = layer(x, mask, bias)
@@ -197,8 +197,7 @@ class TransformerModel(EncoderDecoderModel):
 
     # -- decoder ---------------------------------------------------------------------------
     def _memory_mask(self, enc: EncoderOut) -> Optional[torch.Tensor]:
-        keep = enc["keep"]
-        return None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+        return padding_mask(enc["keep"])  # (B, 1, 1, S) or None
 
     def _output(self, x: torch.Tensor) -> torch.Tensor:
         """The last decoder layer's output ``(..., C)`` -> logits ``(..., V)``."""
@@ -326,7 +325,7 @@ class TransformerModel(EncoderDecoderModel):
         keep = cache[f"{STATIC}keep"]  # (G, S): G divides B, rows come in groups of B // G per sentence
         if B % keep.size(0):
             raise SeqkitError(f"decode_step got {B} rows for a cache of {keep.size(0)} sentences")
-        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (G, 1, 1, S)
+        mask = padding_mask(keep)  # (G, 1, 1, S) or None
         order = cache.pop("order", None)  # (B,) row of the cached keys/values each row continues
         x = self._embed_target(tokens, step)  # (B, 1, C)
         bias = self.tgt_rel(1, step + 1, step) if self.tgt_rel is not None else None  # (1, H, 1, step + 1)

@@ -30,6 +30,7 @@ from seqkit.errors import SeqkitError
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
@@ -173,8 +174,7 @@ class TransformerEncoder(nn.Module):
         if self.sum_first:
             x = self.embed_proj(x)  # (B, S, E) -> (B, S, C)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(src_tokens.size(0), k, dtype=torch.bool))
-        # a batch without padding needs no mask, which lets SDPA take its fastest path
-        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, S)
+        mask = padding_mask(keep)  # (B, 1, 1, S) or None
         for i in range(cfg.encoder_layers):  # with share_layers, the one layer cfg.encoder_layers times
             x = self.layers[0 if cfg.share_layers else i](x, mask)
         return remove_prefix(self.final_norm(x), k)  # (B, S - k, C)

@@ -26,6 +26,7 @@ from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.adaptive_input import AdaptiveInput, init_shared
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
@@ -193,7 +194,7 @@ class TransformerLM(LanguageModel):
         order = state.pop("order", None)  # (B,) row of the cached keys/values each row continues
         keep = torch.cat([state["keep"], state["keep"].new_ones(tokens.size(0), 1)], dim=1)  # (B, t + 1)
         state["keep"] = keep
-        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (B, 1, 1, t + 1)
+        mask = padding_mask(keep)  # (B, 1, 1, t + 1) or None
         x = self.embed_scale * self.embed(tokens) + self.positions.at(positions)[:, None]  # (B, 1, C)
         for i, layer in enumerate(self.layers):
             x, (state[f"{i}.k"], state[f"{i}.v"]) = layer.forward_kv(

@@ -26,8 +26,8 @@ class AdamConfig:
     betas: List[float] = arg(help="Adam beta1, beta2", factory=lambda: [0.9, 0.98], ge=0, lt=1)
     eps: float = arg(1e-8, "Adam epsilon", gt=0)
     weight_decay: float = arg(0.0, "L2 penalty added to the gradient (coupled, as in torch Adam)", ge=0)
-    impl: str = arg("auto", "auto (apex FusedAdam on GPU when importable, else torch fused on GPU, foreach on CPU), "
-                            "apex, fused, foreach or single (plain loop)", choices=IMPLS)
+    impl: str = arg("auto", "auto (torch fused on GPU: it skips non-finite steps without a host read; foreach on "
+                            "CPU), apex (NVIDIA apex FusedAdam), fused, foreach or single (plain loop)", choices=IMPLS)
 
 
 @dataclass
@@ -73,9 +73,9 @@ def choose_impl(impl: str, params: List[Any]) -> str:
     first = _first_tensor(params)
     on_gpu = first is not None and first.device.type == "cuda"
     if impl == "auto":
-        if on_gpu:
-            return "apex" if apex_fused_adam() is not None else "fused"
-        return "foreach"
+        # on a GPU torch's fused Adam, not apex's: it skips a non-finite step on the device (it
+        # reads found_inf), so an update never waits for the host to look at the gradient norm
+        return "fused" if on_gpu else "foreach"
     if impl == "apex" and apex_fused_adam() is None:
         raise SeqkitError("optimizer.impl=apex but NVIDIA apex is not importable (install it from its repository; "
                           "the PyPI package named apex is unrelated), or use optimizer.impl=fused")

@@ -125,8 +125,8 @@ class ClassificationTask:
         batches log the same keys)."""
         cm = metrics.confusion_counts(logits.detach().argmax(dim=-1), sample["target"], len(self.labels), IGNORE)
         K = len(self.labels)
-        flat = cm.reshape(-1).tolist()
-        return {f"cm_{g}_{p}": float(flat[g * K + p]) for g in range(K) for p in range(K)}
+        flat = cm.reshape(-1)  # stays on the device: the trainer reads the sums once per log line
+        return {f"cm_{g}_{p}": flat[g * K + p] for g in range(K) for p in range(K)}
 
     def metric_names(self) -> List[str]:
         """What validation reports (any can be ``checkpoint.best_checkpoint_metric``)."""
@@ -169,8 +169,10 @@ class TaggingTask(ClassificationTask):
     per_token = True
     model_kind = "tagger"
 
+    @torch.compiler.disable  # host lists and loops: run eagerly, not traced again for every batch
     def count_metrics(self, logits: torch.Tensor, sample: Dict[str, Any]) -> Dict[str, float]:
-        """conlleval's chunk counts and token accuracy of this batch: ``(B, S, K)`` logits."""
+        """conlleval's chunk counts and token accuracy of this batch: ``(B, S, K)`` logits (read
+        on the host: tagging's updates make this one read of the device per batch)."""
         pred = logits.detach().argmax(dim=-1).tolist()  # (B, S)
         target = sample["target"].tolist()  # (B, S), IGNORE where no tag is scored
         gold_sents, pred_sents = [], []

@@ -29,7 +29,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import BREAK_MODES, block_bounds
 from seqkit.data.noising import BartNoise, NoiseSpecials, bart_noise, t5_span_corrupt
-from seqkit.data.pair_dataset import pad_right
+from seqkit.data.pair_dataset import PaddedBatches
 from seqkit.dataclass_utils import arg
 from seqkit.errors import SeqkitError
 from seqkit.models.base import check_model_kind
@@ -60,7 +60,7 @@ class DenoisingConfig:
     seed: int = arg(1, "seed of the noise (with the epoch and the sample's index)")
 
 
-class DenoisingDataset:
+class DenoisingDataset(PaddedBatches):
     """Blocks noised on the fly into (source, target) pairs, batched like translation pairs."""
 
     def __init__(self, data: IndexedDataset, task: "DenoisingTask", static: bool):
@@ -103,11 +103,11 @@ class DenoisingDataset:
         return {
             "id": torch.tensor(indices),
             "net_input": {
-                "src_tokens": pad_right([p["source"] for p in pairs], sp.pad),
+                "src_tokens": self.pad_batch([p["source"] for p in pairs], sp.pad),
                 "src_lengths": torch.tensor([len(p["source"]) for p in pairs]),
-                "prev_output_tokens": pad_right([t[:-1] for t in tgt], sp.pad, prepend=sp.bos),
+                "prev_output_tokens": self.pad_batch([t[:-1] for t in tgt], sp.pad, prepend=sp.bos),
             },
-            "target": pad_right(tgt, sp.pad),
+            "target": self.pad_batch(tgt, sp.pad),
             "ntokens": int(sum(len(t) for t in tgt)),
             "nsentences": len(indices),
         }
@@ -173,7 +173,7 @@ class DenoisingTask:
         """Teacher-forced target tokens predicted right (argmax), of the scored ones."""
         target = sample["target"]
         keep = target.ne(self.ignore_index)
-        return {"tokens_correct": float((logits.detach().argmax(-1).eq(target) & keep).sum())}
+        return {"tokens_correct": (logits.detach().argmax(-1).eq(target) & keep).sum()}
 
     def metric_names(self) -> List[str]:
         return ["loss", "nll_loss", "ppl", "accuracy"]

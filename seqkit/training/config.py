@@ -18,6 +18,11 @@ class DatasetConfig:
     train_subset: str = arg("train", "split to train on")
     valid_subset: str = arg("valid", "split to validate on (skipped if the data has none)")
     max_tokens_valid: int = arg(0, "token budget for validation batches (0: max_tokens)", ge=0)
+    required_seq_len_multiple: int = arg(0, "pad every batch's lengths up to a multiple of this, so batches come in "
+                                            "few shapes (fairseq's --required-seq-len-multiple; 0: 8 on a GPU, 1 on a CPU)",
+                                         ge=0)
+    prefetch: int = arg(-1, "batches collated ahead in a background thread (pinned memory, non-blocking copies on a "
+                            "GPU); -1: 4 on a GPU, 0 on a CPU; 0: collate each batch when it is needed", ge=-1)
     skip_invalid_size_inputs: bool = arg(True, "skip (and count) training pairs longer than the model's positions; false: error")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from typing import Any, Dict, Iterable, Optional
 
 import torch
@@ -42,40 +41,56 @@ class Precision:
     def backward(self, loss: torch.Tensor) -> None:
         self.scaler.scale(loss).backward()
 
-    def unscale_and_clip(self, optimizer: torch.optim.Optimizer, params: Iterable[torch.nn.Parameter], clip_norm: float) -> float:
-        """Unscale fp16 gradients, clip to ``clip_norm`` (0: only measure); returns the norm."""
+    def unscale_and_clip(self, optimizer: torch.optim.Optimizer, params: Iterable[torch.nn.Parameter],
+                         clip_norm: float) -> torch.Tensor:
+        """Unscale fp16 gradients, clip to ``clip_norm`` (0: only measure); returns the norm, a 0-d
+        tensor left on the device (reading it would make the host wait for the GPU)."""
         self.scaler.unscale_(optimizer)
         params = [p for p in params if p.grad is not None]
+        if not params:
+            return torch.zeros((), device=self.device)
         norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm > 0 else float("inf"))
         if hasattr(norm, "full_tensor"):  # FSDP: a DTensor holding the global norm
             norm = norm.full_tensor()
-        return float(norm)
+        return norm.detach()
 
-    def step(self, optimizer: torch.optim.Optimizer, gnorm: float) -> str:
-        """Step unless the gradients are not finite. Returns "ok", "overflow" (fp16: the loss scale
-        was too high, the step is skipped and the scale halved) or "nonfinite" (step skipped)."""
+    def step(self, optimizer: torch.optim.Optimizer, gnorm: torch.Tensor) -> torch.Tensor:
+        """Step unless the gradients are not finite; returns 1.0 (stepped) or 0.0 (skipped) as a
+        0-d tensor on the device. torch's fused optimizers skip on the device (they read
+        ``found_inf``, as under GradScaler), so the host never waits; other optimizers read the
+        norm first (one host read). fp16: an overflow also halves the loss scale."""
+        finite = torch.isfinite(gnorm)
         if self.scaler.is_enabled():
-            scale = self.scaler.get_scale()
-            self.scaler.step(optimizer)  # skips the step itself on inf/nan
+            self.scaler.step(optimizer)  # skips the step itself on inf/nan (on the device when fused)
             self.scaler.update()
-            if math.isfinite(gnorm):
-                return "ok"
-            self.overflows += 1
-            new_scale = self.scaler.get_scale()
-            log.warning("fp16 overflow: step skipped, loss scale %g -> %g (%d overflows so far)", scale, new_scale,
-                        self.overflows)
-            if new_scale < self.min_scale:
-                raise SeqkitError(
-                    f"fp16 loss scale fell below common.fp16_min_loss_scale={self.min_scale:g}: the loss keeps "
-                    "overflowing; lower optimizer.lr, use optimization.clip_norm, or train with common.precision=bf16/fp32"
-                )
-            return "overflow"
-        if not math.isfinite(gnorm):
-            self.skipped_steps += 1
-            log.warning("non-finite gradient norm: step skipped (%d so far)", self.skipped_steps)
-            return "nonfinite"
-        optimizer.step()
-        return "ok"
+            return finite.float()
+        if getattr(optimizer, "_step_supports_amp_scaling", False):  # torch fused: skip on the device
+            optimizer.grad_scale, optimizer.found_inf = None, (~finite).float()
+            try:
+                optimizer.step()
+            finally:
+                del optimizer.grad_scale, optimizer.found_inf
+            return finite.float()
+        if bool(finite):
+            optimizer.step()
+        return finite.float()
+
+    def count_skipped(self, skipped: int) -> Optional[str]:
+        """Record ``skipped`` steps found since the last read; returns the warning line (None when
+        none). fp16 stops when the loss scale has fallen below its floor."""
+        if not skipped:
+            return None
+        if not self.scaler.is_enabled():
+            self.skipped_steps += skipped
+            return f"non-finite gradient norm: {skipped} step(s) skipped ({self.skipped_steps} so far)"
+        self.overflows += skipped
+        scale = self.scaler.get_scale()
+        if scale < self.min_scale:
+            raise SeqkitError(
+                f"fp16 loss scale fell below common.fp16_min_loss_scale={self.min_scale:g}: the loss keeps "
+                "overflowing; lower optimizer.lr, use optimization.clip_norm, or train with common.precision=bf16/fp32"
+            )
+        return f"fp16 overflow: {skipped} step(s) skipped, loss scale now {scale:g} ({self.overflows} overflows so far)"
 
     def state_dict(self) -> Optional[Dict[str, Any]]:
         return self.scaler.state_dict() if self.scaler.is_enabled() else None

@@ -9,7 +9,9 @@ import math
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
 
 from seqkit.errors import SeqkitError
 
@@ -21,19 +23,41 @@ LN2 = math.log(2)
 class Meter:
     """Sums of criterion logging outputs over an interval; losses reported per scored target
     (``sample_size``: target tokens, sentences or tagged words) in base 2; ``tokens_per_s`` counts
-    ``ntokens`` (target tokens for translation, input tokens for classification and tagging)."""
+    ``ntokens`` (target tokens for translation, input tokens for classification and tagging).
+
+    A logging value may be a number or a 0-d tensor left on the device: tensors are kept as they
+    are and summed when ``sums`` is first read, all of them in one host read (on a GPU, the one
+    synchronization of a log interval)."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.sums: Dict[str, float] = {}
+        self._sums: Dict[str, float] = {}
+        self._pending: Dict[str, List[torch.Tensor]] = {}  # key -> device values not yet read
         self.updates = 0
         self.start = time.perf_counter()
 
-    def add(self, logging_output: Dict[str, float]) -> None:
+    def add(self, logging_output: Dict[str, Any]) -> None:
         for k, v in logging_output.items():
-            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+            if isinstance(v, torch.Tensor):
+                self._pending.setdefault(k, []).append(v.detach().reshape(()))
+            else:
+                self._sums[k] = self._sums.get(k, 0.0) + float(v)
+
+    @property
+    def sums(self) -> Dict[str, float]:
+        """Every key's sum as a float (reads the pending device values first)."""
+        if self._pending:
+            for k, v in zip(self._pending, read_floats([torch.stack([t.double() for t in ts]).sum()
+                                                        for ts in self._pending.values()])):
+                self._sums[k] = self._sums.get(k, 0.0) + v
+            self._pending = {}
+        return self._sums
+
+    @sums.setter
+    def sums(self, value: Dict[str, float]) -> None:
+        self._sums, self._pending = dict(value), {}
 
     def summary(self) -> Dict[str, float]:
         s = self.sums
@@ -51,6 +75,38 @@ class Meter:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         out["tokens_per_s"] = round(s.get("ntokens", 0.0) / elapsed, 1)
         return out
+
+
+class ShapeCounter:
+    """The distinct batch shapes of an epoch (each new one costs a GPU kernel choice, a cuDNN plan
+    or a compile) and the share of padded positions, per log interval."""
+
+    def __init__(self) -> None:
+        self.shapes: set = set()
+        self.reset_interval()
+
+    def reset_interval(self) -> None:
+        self.padded, self.positions = 0, 0
+
+    def add(self, stats: Dict[str, Any]) -> None:
+        """``stats`` of one update from :func:`seqkit.data.prefetch.collate_group`."""
+        self.shapes.update(stats["shapes"])
+        self.padded += stats["padded"]
+        self.positions += stats["positions"]
+
+    def summary(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"distinct_shapes": len(self.shapes)}
+        if self.positions:
+            out["padding"] = round(self.padded / self.positions, 4)
+        return out
+
+
+def read_floats(values: Sequence[torch.Tensor]) -> List[float]:
+    """0-d tensors (on any devices) as floats, with one host read for all of them."""
+    if not values:
+        return []
+    device = values[0].device
+    return torch.stack([v.detach().to(device=device, dtype=torch.float64).reshape(()) for v in values]).tolist()
 
 
 def _summary_writer_class() -> type:
@@ -87,10 +143,12 @@ class Progress:
 
             self._bar = tqdm(total=total, initial=done, desc=f"epoch {epoch:03d}", leave=False, dynamic_ncols=True)
 
-    def step(self, stats: Dict[str, Any]) -> None:
-        """Called every update: moves the bar (no-op for line formats)."""
+    def step(self, stats: Dict[str, Any], move: bool = True) -> None:
+        """Called every update: moves the bar (no-op for line formats); ``move=False`` only
+        refreshes its figures (at a log line, when they are read)."""
         if self._bar is not None:
-            self._bar.update(1)
+            if move:
+                self._bar.update(1)
             self._bar.set_postfix({k: stats[k] for k in ("loss", "ppl", "lr", "tokens_per_s") if k in stats}, refresh=False)
 
     def end_epoch(self) -> None:

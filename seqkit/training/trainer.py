@@ -19,17 +19,20 @@ import numpy as np
 import torch
 
 from seqkit.adapt.modes import parameter_line
+from seqkit.data.prefetch import Prefetcher
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
 from seqkit.models.base import check_saved_keys, saved_keys
+from seqkit.models.modules.kernels import use_attention_kernels
 from seqkit.optim.groups import param_groups
 from seqkit.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.training import checkpoints
+from seqkit.training.compile import loss_function
 from seqkit.training.config import TrainConfig
 from seqkit.training import distributed
 from seqkit.training.distributed import DistInfo, all_reduce_sum
 from seqkit.training.precision import Precision
-from seqkit.training.progress import Meter, Progress
+from seqkit.training.progress import Meter, Progress, ShapeCounter, read_floats
 
 log = logging.getLogger("seqkit.train")
 
@@ -56,6 +59,14 @@ class Trainer:
         self.optimizer = OPTIMIZERS.build(cfg.optimizer, param_groups(self.model, getattr(cfg.optimizer, "weight_decay", 0.0)))
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, cfg.optimization.max_update)
         self.make_generator = make_generator
+        on_gpu = self.device.type == "cuda"
+        # batches collated ahead in a thread (GPU) / in the loop (CPU: its 2 cores are busy computing)
+        self.prefetch = cfg.dataset.prefetch if cfg.dataset.prefetch >= 0 else (4 if on_gpu else 0)
+        # lengths padded to a multiple: few distinct shapes for the GPU's kernels and plans
+        self.length_multiple = cfg.dataset.required_seq_len_multiple or (8 if on_gpu else 1)
+        self.loss_fn = loss_function(self.criterion, self.train_model, True, mode=c.compile_mode) if c.compile else None
+        self._outcomes: List[torch.Tensor] = []  # `stepped` of the updates not yet read (see settle)
+        self._last_gnorm: Optional[torch.Tensor] = None
         # position in training; all of it is saved and restored. batch_offset counts the epoch's
         # batches consumed by all ranks together, so a run can resume with another world size
         self.epoch, self.num_updates, self.batch_offset = 1, 0, 0
@@ -70,6 +81,7 @@ class Trainer:
                  cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
                  self.device, self.dist.world_size)
         log.info("%s", parameter_line(self.model))  # the same line for every model and adaptation mode
+        log.info("%s", use_attention_kernels(c.attention_kernels, self.device))
         groups = self.optimizer.param_groups
         if any(g["lr_scale"] != 1.0 or g["from_epoch"] > 1 or g["from_update"] > 0 for g in groups):
             log.info("parameter groups: %s", "; ".join(
@@ -136,6 +148,7 @@ class Trainer:
 
     def save(self, end_of_epoch: bool, valid: Optional[Dict[str, float]] = None, new_best: bool = False) -> None:
         ck = self.cfg.checkpoint
+        self.settle()  # a checkpoint holds exact counters
         if ck.no_save:
             return
         sharded = self.cfg.distributed.strategy == "fsdp" and self.dist.world_size > 1
@@ -167,23 +180,31 @@ class Trainer:
             log.info("initialized the model from %s", ck.restore_file)
 
     # -- one update -------------------------------------------------------------------------------
-    def train_step(self, samples: List[Dict[str, Any]]) -> Dict[str, float]:
-        """One optimizer update over ``samples`` (the ``update_freq`` batches of this rank)."""
+    def train_step(self, samples: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """One optimizer update over ``samples`` (the ``update_freq`` batches of this rank).
+
+        Nothing here reads a device value on the host: losses, counts, the gradient norm and
+        whether the step was taken stay on the device (a non-finite step is skipped there, see
+        ``Precision.step``); ``num_updates`` counts the update as taken until :meth:`settle`
+        reads the outcomes, once per log line and before every save or stop."""
         self.train_model.train()
         self.optimizer.zero_grad(set_to_none=True)
         # dividing by the update's total sample size (all batches, all ranks) makes the gradient a
         # per-token mean however the update is split; DDP/FSDP average over ranks, hence * world_size
         # (sample_size: the scored targets where they differ from the tokens, e.g. one label a sentence)
-        total = all_reduce_sum([float(sum(s.get("sample_size", s["ntokens"]) for s in samples))], self.dist)[0]
-        scale = self.dist.world_size / max(total, 1.0)
-        logs: Dict[str, float] = {}
+        local = float(sum(s.get("sample_size", s["ntokens"]) for s in samples))
+        scale = self._loss_scale(local)
+        logs: Dict[str, Any] = {}
         for i, sample in enumerate(samples):
             sample = _to_device(sample, self.device)
             sync = i == len(samples) - 1 or self.dist.world_size == 1
             try:
                 with distributed.grad_sync(self.train_model, sync):
                     with self.precision.autocast():
-                        loss, _, logging_output = self.criterion(self.train_model, sample)
+                        if self.loss_fn is not None:
+                            loss, _, logging_output = self.loss_fn(sample)
+                        else:
+                            loss, _, logging_output = self.criterion(self.train_model, sample)
                     self.precision.backward(loss * scale)
             except torch.OutOfMemoryError:
                 if self.dist.world_size > 1:  # the other ranks are waiting in a collective: stop them all
@@ -191,10 +212,7 @@ class Trainer:
                                       "lower dataset.max_tokens") from None
                 return self._skip_oom(sample)
             for k, v in logging_output.items():
-                logs[k] = logs.get(k, 0.0) + v
-        if self.dist.world_size > 1:  # log what the update saw on every rank, not rank 0's share
-            keys = sorted(logs)
-            logs = dict(zip(keys, all_reduce_sum([logs[k] for k in keys], self.dist)))
+                logs[k] = logs[k] + v if k in logs else v
         for group in self.optimizer.param_groups:  # gradual unfreezing: groups not yet in training
             if group.get("from_epoch", 1) > self.epoch or group.get("from_update", 0) > self.num_updates:
                 for p in group["params"]:
@@ -203,20 +221,44 @@ class Trainer:
         lr = self.scheduler.lr_at(self.num_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
-        outcome = self.precision.step(self.optimizer, gnorm)
-        stepped = outcome == "ok"
-        if stepped:
-            self.num_updates += 1
-            self.bad_updates_in_row = 0
-        elif outcome == "nonfinite":  # (fp16 overflows have their own limit: the loss-scale floor)
-            self.bad_updates_in_row += 1
+        stepped = self.precision.step(self.optimizer, gnorm)
+        self.num_updates += 1  # counted as taken until settle() reads `stepped`
+        self._outcomes.append(stepped)
+        self._last_gnorm = gnorm
+        logs["gnorm"], logs["lr"], logs["stepped"] = gnorm, lr, stepped
+        return logs
+
+    def _loss_scale(self, local: float) -> Any:
+        """world_size / the update's sample size over all ranks: a float for one process; under
+        DDP a device tensor (summed by a collective that the host does not wait for)."""
+        if self.dist.world_size == 1:
+            return 1.0 / max(local, 1.0)
+        total = torch.tensor(local, dtype=torch.float32, device=self.device)
+        torch.distributed.all_reduce(total)
+        return self.dist.world_size / total.clamp(min=1.0)
+
+    def settle(self) -> None:
+        """Read the outcomes of the updates since the last call (one host read) and correct the
+        counters: a skipped update did not count, ``max_bad_updates`` non-finite ones in a row
+        stop training, fp16 overflows log a warning and stop at the loss-scale floor."""
+        if not self._outcomes:
+            return
+        outcomes = [v > 0.5 for v in read_floats(self._outcomes)]
+        self._outcomes = []
+        skipped = outcomes.count(False)
+        self.num_updates -= skipped
+        warning = self.precision.count_skipped(skipped)
+        if warning:
+            log.warning(warning)
+        if self.precision.mode == "fp16":  # overflows have their own limit: the loss-scale floor
+            return
+        for ok in outcomes:
+            self.bad_updates_in_row = 0 if ok else self.bad_updates_in_row + 1
             if self.bad_updates_in_row >= self.cfg.optimization.max_bad_updates:
                 raise SeqkitError(
                     f"{self.bad_updates_in_row} updates in a row had a non-finite loss or gradient (at update "
                     f"{self.num_updates}); try a lower optimizer.lr, optimization.clip_norm, or common.precision=fp32"
                 )
-        logs["gnorm"], logs["lr"], logs["stepped"] = gnorm, lr, float(stepped)
-        return logs
 
     def _skip_oom(self, sample: Dict[str, Any]) -> Dict[str, float]:
         """Drop this update after an out-of-memory error, releasing what it held."""
@@ -226,7 +268,17 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        return {"gnorm": 0.0, "lr": self.scheduler.lr_at(self.num_updates), "stepped": 0.0}
+        zero = torch.zeros(())
+        return {"gnorm": zero, "lr": self.scheduler.lr_at(self.num_updates), "stepped": zero}
+
+    def _load(self, split: str) -> Any:
+        """The task's dataset of ``split``, padding its batches to ``length_multiple`` (not past the
+        model's positions)."""
+        dataset = self.task.load_dataset(split)
+        if self.length_multiple > 1 and hasattr(dataset, "length_multiple"):
+            dataset.length_multiple = self.length_multiple
+            dataset.length_cap = min(p for p in self.model.max_positions() if p)
+        return dataset
 
     # -- validation -------------------------------------------------------------------------------
     @torch.no_grad()
@@ -234,7 +286,7 @@ class Trainer:
         split = self.cfg.dataset.valid_subset
         if not split or not self.task.split_exists(split):
             return None
-        dataset = self.task.load_dataset(split)
+        dataset = self._load(split)
         self.model.eval()
         meter = Meter()
         max_tokens = self.cfg.dataset.max_tokens_valid or self.cfg.dataset.max_tokens
@@ -242,11 +294,13 @@ class Trainer:
         if len(too_long):
             log.warning("validation skips %d pairs longer than the model's positions", len(too_long))
         batches = dataset.batches(max_tokens, self.cfg.dataset.max_sentences, shuffle=False, exclude=too_long)
-        for batch in batches[self.dist.rank :: self.dist.world_size]:
-            sample = _to_device(dataset.collate(batch), self.device)
-            with self.precision.autocast():
+        # one autocast region for the whole pass: the weights do not change, so each is cast to
+        # bf16/fp16 once (autocast's cache), not again for every batch
+        with self.precision.autocast():
+            for batch in batches[self.dist.rank :: self.dist.world_size]:
+                sample = _to_device(dataset.collate(batch), self.device)
                 _, _, logging_output = self.criterion(self.model, sample)
-            meter.add(logging_output)
+                meter.add(logging_output)
         # every logged count is summed over batches and ranks (a rank with no batch adds zeros)
         keys = distributed.union_keys(meter.sums, self.dist)
         meter.sums = dict(zip(keys, all_reduce_sum([meter.sums.get(k, 0.0) for k in keys], self.dist)))
@@ -281,7 +335,7 @@ class Trainer:
     def run(self) -> Dict[str, Any]:
         cfg = self.cfg
         self.maybe_resume()
-        train = self.task.load_dataset(cfg.dataset.train_subset)
+        train = self._load(cfg.dataset.train_subset)
         max_src, max_tgt = self.model.max_positions()
         too_long = train.too_long(max_src, max_tgt)
         if len(too_long):
@@ -351,27 +405,41 @@ class Trainer:
             log.warning("resuming at global batch %d with world size %d: %d batches are seen again",
                         self.batch_offset, world, self.batch_offset - local * world)
         progress.start_epoch(self.epoch, total_updates, local // uf)
-        meter = Meter()
-        while local < len(batches):
-            t0 = time.perf_counter()
-            group = batches[local : local + uf]
-            logs = self.train_step([train.collate(b) for b in group])
-            local += len(group)
-            self.batch_offset = local * world
-            self.train_seconds += time.perf_counter() - t0
-            meter.add({k: v for k, v in logs.items() if k not in ("gnorm", "lr", "stepped")})
-            meter.updates += 1
-            stats = {**meter.summary(), **self._task_metrics(meter.sums), "lr": f"{logs['lr']:.3g}"}
-            progress.step(stats)
-            if self.num_updates % cfg.common.log_interval == 0:
-                progress.record("train", {"epoch": self.epoch, "update": self.num_updates, **stats,
-                                          "gnorm": round(logs["gnorm"], 3), "train_wall": round(self.train_seconds)})
-                meter.reset()
-            stop = self._stop_reason()
-            if stop:
-                return stop, local >= len(batches)
-            if cfg.checkpoint.save_interval_updates and self.num_updates % cfg.checkpoint.save_interval_updates == 0:
-                self.save(end_of_epoch=False)
+        groups = [batches[i : i + uf] for i in range(local, len(batches), uf)]
+        prefetcher = Prefetcher(train.collate, groups, self.prefetch, pin_memory=self.device.type == "cuda")
+        meter, shapes = Meter(), ShapeCounter()
+        try:
+            for samples, batch_stats in prefetcher:
+                t0 = time.perf_counter()
+                logs = self.train_step(samples)
+                local += len(samples)
+                self.batch_offset = local * world
+                self.train_seconds += time.perf_counter() - t0
+                shapes.add(batch_stats)
+                meter.add({k: v for k, v in logs.items() if k not in ("gnorm", "lr", "stepped")})
+                meter.updates += 1
+                progress.step({"lr": f"{logs['lr']:.3g}"})
+                if self.num_updates % cfg.common.log_interval == 0:
+                    self.settle()
+                    gnorm = read_floats([self._last_gnorm])[0] if self._last_gnorm is not None else 0.0
+                    stats = {**meter.summary(), **self._task_metrics(meter.sums), "lr": f"{logs['lr']:.3g}"}
+                    progress.step(stats, move=False)
+                    progress.record("train", {"epoch": self.epoch, "update": self.num_updates, **stats,
+                                              "gnorm": round(gnorm, 3), "train_wall": round(self.train_seconds),
+                                              **shapes.summary()})
+                    meter.reset()
+                    shapes.reset_interval()
+                stop = self._stop_reason()
+                if stop and not self.interrupted:  # the count may include skipped updates: read them first
+                    self.settle()
+                    stop = self._stop_reason()
+                if stop:
+                    return stop, local >= len(batches)
+                if cfg.checkpoint.save_interval_updates and self.num_updates % cfg.checkpoint.save_interval_updates == 0:
+                    self.save(end_of_epoch=False)
+        finally:
+            prefetcher.close()
+        log.info("epoch %d: %s", self.epoch, ", ".join(f"{k} {v}" for k, v in shapes.summary().items()))
         return None, True
 
     def _end_epoch(self, progress: Progress, epoch_done: bool) -> Optional[Dict[str, float]]:
