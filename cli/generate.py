@@ -303,9 +303,13 @@ def _in_context(cfg: GenerateConfig, device: Any) -> Any:
     task = TASKS.build(TASKS.make_config({"name": "classification", "data": cfg.task.data}))
     if task.per_token:
         raise SeqkitError("icl.verbalizers: in-context classification labels sentences, not tokens")
-    if task.src_dict.symbols != lm_task.src_dict.symbols[: len(task.src_dict)]:
+    if not task.src_dict.is_prefix_of(lm_task.src_dict):
         raise SeqkitError(f"{cfg.task.data} was binarized with another dictionary than {cfg.path}'s: run "
                           f"seqkit-preprocess task=classification vocab_from={cfg.path}")
+    if cfg.quantize == "int8":  # the language model is all the work: its Linear/LSTM layers in int8
+        from seqkit.generation.quantize import quantize_int8
+
+        lm = quantize_int8(lm)
     return InContextClassifier(task, lm.to(device), device, cfg.icl, cfg.common.precision)
 
 

@@ -18,6 +18,13 @@ class ImportConfig:
     output: str = arg("", "the seqkit checkpoint to write (written only when the import succeeds)")
     generator: str = arg("", "ELECTRA: the generator's folder (ElectraForMaskedLM) beside the discriminator's path; "
                              "without it seqkit's generator starts untrained")
+    specials: str = arg("", "which of the vocabulary's tokens play seqkit's specials, over what the importer picks: "
+                            "comma-separated SPECIAL=TOKEN, SPECIAL one of <pad>, <s>, </s>, <unk>, quoted "
+                            "(in a shell: specials=\"'<unk>=<|unk|>'\")")
+    eos_prefix: Optional[bool] = arg(None, "GPT-2: feed </s> (its <|endoftext|>) before every prompt and the data's first "
+                                           "token; unset: only when config.json says so (seqkit_eos_prefix, written by "
+                                           "seqkit's export of a seqkit-trained GPT), as transformers feeds a GPT-2 "
+                                           "the tokenizer's ids")
     overwrite: bool = arg(False, "replace an existing output file")
 
 
@@ -33,7 +40,7 @@ def import_hf(argv: Optional[List[str]] = None) -> None:
         raise SeqkitError("path=FOLDER is required (a HuggingFace model folder)")
     if not cfg.output:
         raise SeqkitError("output=FILE is required (the seqkit checkpoint to write)")
-    import_folder(cfg.path, cfg.output, cfg.overwrite, cfg.generator)
+    import_folder(cfg.path, cfg.output, cfg.overwrite, cfg.generator, cfg.specials, cfg.eos_prefix)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -13,7 +13,8 @@ Steps: read and check every input (files exist, UTF-8, source/target line counts
 the tokenizer on the training text, count pieces of the training split, build the
 dictionaries, then binarize every split in ``workers`` processes (contiguous chunks, one shard
 per worker, merged in order so the output does not depend on ``workers``). Everything is written
-in a staged folder that becomes ``destdir`` only when all of it succeeded.
+in a staged folder that becomes ``destdir`` only when all of it succeeded (removed on an error,
+Ctrl-C or SIGTERM; one a SIGKILL left behind is removed by the next run).
 
 Output folder (read by the translation task and the generator):
     dict.{lang}.txt  tokenizer.{lang}.pt  {split}.{src}-{tgt}.{lang}.bin/.idx  preprocess.json
@@ -37,7 +38,8 @@ from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
 from seqkit.io import atomic_write_text, read_all_lines, staged_dir
 from seqkit.preprocess_common import (LM_KEY, TASKS, PreprocessConfig, pretrained_vocabulary,  # noqa: F401
-                                      save_torch, split_names, tokenizer_config, train_tokenizers)
+                                      remove_stale_staging, save_torch, sigterm_as_exit, split_names,
+                                      tokenizer_config, train_tokenizers)
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 log = logging.getLogger("seqkit.preprocess")
@@ -234,6 +236,7 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
         raise SeqkitError(f"destdir {dest} exists and is not a folder")
     if os.path.isdir(dest) and os.listdir(dest) and not cfg.overwrite:  # fail before the long part
         raise SeqkitError(f"output folder {dest} exists and is not empty (pass overwrite=true to replace it)")
+    remove_stale_staging(dest)
     if cfg.task not in ("translation", "language_modeling"):
         from seqkit.preprocess_labelled import preprocess_labelled
 
@@ -254,7 +257,7 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
     if skipped:
         log.info("train: dropped %d pair(s) with an empty side (skip_empty=true)", skipped)
 
-    with staged_dir(dest, cfg.overwrite) as out:
+    with sigterm_as_exit(), staged_dir(dest, cfg.overwrite) as out:
         if cfg.vocab_from:  # a pretrained model's pieces and ids, to go on training it on this text
             tok, d = pretrained_vocabulary(cfg.vocab_from)
             toks, dicts, tok_cfg = {LM_KEY: tok}, {LM_KEY: d}, tok.cfg

@@ -4,12 +4,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
+import shutil
+import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from omegaconf import MISSING
 
@@ -66,6 +71,47 @@ def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:
         parts = [p.strip() for p in str(prefs or "").split(",") if p.strip()]
         out += [(base if i == 0 else f"{base}{i}", p) for i, p in enumerate(parts)]
     return out
+
+
+def remove_stale_staging(dest: str) -> List[str]:
+    """Remove the staging folders a killed run writing ``dest`` left beside it (``.{name}.tmp-XXXXXXXX``
+    and its ``.old``, see :func:`seqkit.io.staged_dir`); the paths removed. Only one run writes a
+    destdir at a time, so every such folder found before staging is an earlier run's."""
+    parent, name = os.path.split(os.path.abspath(dest))
+    if not os.path.isdir(parent):
+        return []
+    # tempfile.mkdtemp's names: the prefix, then 8 characters of [a-z0-9_]
+    stale = re.compile(re.escape(f".{name}.tmp-") + r"[a-z0-9_]{8}(\.old)?")
+    removed = []
+    for entry in sorted(os.listdir(parent)):
+        path = os.path.join(parent, entry)
+        if stale.fullmatch(entry) and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            log.info("removed %s, the staging folder of an interrupted run", path)
+    return removed
+
+
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """While the block runs, SIGTERM (``kill``, a job scheduler) raises ``SystemExit(143)`` instead
+    of ending the process at once, so the staged folder is removed on the way out; a second SIGTERM
+    acts at once. Outside the main thread, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.SIG_DFL if previous is None else previous  # (None: a handler set outside Python)
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def tokenizer_config(value: Any) -> Any:

@@ -28,7 +28,8 @@ from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_cl
 from seqkit.dataclass_utils import to_plain
 from seqkit.errors import SeqkitError
 from seqkit.io import atomic_write_text, staged_dir
-from seqkit.preprocess_common import pretrained_vocabulary, save_torch, split_names, train_tokenizers
+from seqkit.preprocess_common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
+                                      train_tokenizers)
 from seqkit.tokenizers import Tokenizer
 
 log = logging.getLogger("seqkit.preprocess")
@@ -101,7 +102,7 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
              f"{len(labels)} labels" + (" (sentence pairs)" if pairs else ""))
 
     pretrained = pretrained_vocabulary(cfg.vocab_from) if cfg.vocab_from else None
-    with staged_dir(dest, cfg.overwrite) as out:
+    with sigterm_as_exit(), staged_dir(dest, cfg.overwrite) as out:
         if pretrained is not None:
             tok, d = pretrained
             tok_cfg = tok.cfg

@@ -22,6 +22,7 @@ the sentence shifted right, as fine-tuning reads it).
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -122,13 +123,30 @@ def layer_features(model: nn.Module, src_tokens: torch.Tensor, src_lengths: torc
     raise SeqkitError(f"probing does not know the layers of {type(model).__name__}")
 
 
+# a multi-layer LSTM -> its layers as one-layer LSTMs sharing its parameters, built once per LSTM
+_SINGLE_LAYERS: "weakref.WeakKeyDictionary[nn.LSTM, List[nn.LSTM]]" = weakref.WeakKeyDictionary()
+
+
+def _single_layers(lstm: nn.LSTM) -> List[nn.LSTM]:
+    """``lstm``'s layers as one-layer LSTMs over its own parameters (built without drawing from any
+    random generator: the weights are ``lstm``'s)."""
+    singles = _SINGLE_LAYERS.get(lstm)
+    if singles is None:
+        singles = []
+        for i in range(lstm.num_layers):
+            width = lstm.input_size if i == 0 else lstm.hidden_size
+            one = nn.LSTM(width, lstm.hidden_size, batch_first=True, bias=lstm.bias, device="meta")  # no weights
+            for kind in ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if lstm.bias else ()):
+                setattr(one, f"{kind}_l0", getattr(lstm, f"{kind}_l{i}"))  # the same Parameter
+            singles.append(one.train(lstm.training))
+        _SINGLE_LAYERS[lstm] = singles
+    return singles
+
+
 def _lstm_layers(lstm: nn.LSTM, x: torch.Tensor) -> List[torch.Tensor]:
     """The input and each layer's output of a multi-layer unidirectional ``lstm`` over ``x`` ``(B, S, E)``."""
     out = [x]
-    for i in range(lstm.num_layers):
-        one = nn.LSTM(x.size(-1), lstm.hidden_size, batch_first=True)
-        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            getattr(one, f"{kind}_l0").data = getattr(lstm, f"{kind}_l{i}").data
+    for one in _single_layers(lstm):
         x, _ = one(x)
         out.append(x)
     return out
@@ -169,7 +187,11 @@ def train_probe(train_x: Sequence[torch.Tensor], train_y: torch.Tensor, test_x: 
     mixed = len(tr) > 1
     weights = nn.Parameter(torch.zeros(len(tr)))
     gamma = nn.Parameter(torch.ones(()))
-    linear = nn.Linear(tr[0].size(1), num_labels)
+    linear = torch.nn.utils.skip_init(nn.Linear, tr[0].size(1), num_labels)
+    bound = 1.0 / tr[0].size(1) ** 0.5  # nn.Linear's own init, drawn from the seeded generator
+    with torch.no_grad():
+        for p in linear.parameters():
+            p.uniform_(-bound, bound, generator=g)
     params = list(linear.parameters()) + ([weights, gamma] if mixed else [])
     opt = torch.optim.Adam(params, lr=cfg.lr)
 
@@ -219,6 +241,8 @@ def _vectors(model: nn.Module, dataset: Any, layers: List[int], per_token: bool,
              limit: int) -> Tuple[List[torch.Tensor], torch.Tensor, List[Tuple[int, ...]]]:
     """The chosen layers' vectors ``(N, C_l)`` of the dataset's labelled words (or sentences), their
     labels ``(N,)`` and word types (piece ids; sentences: empty)."""
+    from seqkit.models.pretrained import pool
+
     feats: List[List[torch.Tensor]] = [[] for _ in layers]
     labels: List[torch.Tensor] = []
     types: List[Tuple[int, ...]] = []
@@ -239,18 +263,9 @@ def _vectors(model: nn.Module, dataset: Any, layers: List[int], per_token: bool,
                 tokens, stored = dataset.src[idx], dataset.labels[idx]
                 types += [tuple(tokens[a:e].tolist()) for a, e in word_spans(stored) if int(stored[a]) >= 2]
         else:
-            lengths = ni["src_lengths"]
-            rows = torch.arange(len(batch))
-            for j, layer in enumerate(layers):
-                h = every[layer].float()  # (B, S, C)
-                if pooling == "first":
-                    v = h[:, 0]
-                elif pooling == "last":
-                    v = h[rows, lengths - 1]
-                else:
-                    real = ni["src_tokens"].ne(dataset.src_dict.pad()).unsqueeze(-1)
-                    v = (h * real).sum(1) / real.sum(1)
-                feats[j].append(v)
+            for j, layer in enumerate(layers):  # (B, S, C) -> (B, C), read where fine-tuning reads
+                feats[j].append(pool(every[layer].float(), ni["src_tokens"], ni["src_lengths"], pooling,
+                                     dataset.src_dict.pad()))
             labels.append(target)
         count += int(labels[-1].numel())
         if limit and count >= limit:

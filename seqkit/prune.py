@@ -18,6 +18,7 @@ biases and norms are kept. The matrices stay dense: the file and the speed do no
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -139,6 +140,30 @@ def magnitude_prune(model: nn.Module, share: float, scope: str) -> Tuple[int, in
     return sum(int(w.eq(0).sum()) for w in weights), sum(w.numel() for w in weights)
 
 
+# the kind of seqkit-preprocess folder (its preprocess.json "task") each built-in task reads
+_FOLDER_TASK = {"translation": "translation", "language_modeling": "language_modeling",
+                "masked_lm": "language_modeling", "denoising": "language_modeling",
+                "classification": "classification", "tagging": "tagging"}
+
+
+def check_data_folder(task_name: str, data: str, path: str) -> None:
+    """One clear error when ``data`` was preprocessed for another task than checkpoint ``path``'s
+    (a classification folder for a translation model): its splits are not files that task reads."""
+    meta_path = os.path.join(data, "preprocess.json")
+    want = _FOLDER_TASK.get(task_name)
+    if want is None or not os.path.isfile(meta_path):  # a plugin's task, or a folder made otherwise
+        return
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            held = json.load(f).get("task", "translation")
+    except (OSError, ValueError, AttributeError):
+        raise SeqkitError(f"{meta_path} is not a readable preprocess.json") from None
+    if held != want:
+        raise SeqkitError(f"data={data} holds {held} data, and {path} is a {task_name} model: the checkpoint's task "
+                          f"and the data folder do not match (give a {want} folder, or the checkpoint's own "
+                          "task.data by leaving data= empty)")
+
+
 def _validation_batches(task: Any, model: nn.Module, cfg: PruneConfig) -> Callable[[], Any]:
     dataset = task.load_dataset(cfg.subset)
     too_long = dataset.too_long(*model.max_positions())
@@ -158,6 +183,9 @@ def run(cfg: PruneConfig) -> str:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     state = checkpoints.load(cfg.path)
+    if cfg.method == "heads":  # the importance is measured on data of the checkpoint's task
+        task_cfg = state["cfg"].get("task", {})
+        check_data_folder(task_cfg.get("name", ""), cfg.data or task_cfg.get("data") or "", cfg.path)
     task, model = load_for_inference(cfg.path, {"data": cfg.data} if cfg.data else None, state=state)
     if saved_keys(model) is not None:
         raise SeqkitError(f"{cfg.path} holds a parameter-efficient run (its trained part only): prune a full "

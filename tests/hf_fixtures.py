@@ -278,17 +278,47 @@ def make_t5(folder: str, lines: List[str], eos_bonus: float = 8.0, **config) -> 
     return folder
 
 
+def body_trains(name: str, mode: str) -> bool:
+    """Whether the body parameter ``name`` (``body.``...) may change in ``mode``, by its name alone."""
+    last = name.rsplit(".", 1)[-1]
+    return {"full": True, "ulmfit": True, "frozen": False, "prompt": False, "bitfit": last.startswith("bias"),
+            "adapter": ".adapter." in name or "norm" in name, "lora": ".lora." in name}[mode]
+
+
+def assert_adapted(mode: str, before: dict, model) -> None:
+    """After a short fine-tuning run in ``mode`` from parameters ``before`` (name -> tensor): what
+    changed is what the mode trains (the head always, in the body only the mode's own parameters,
+    and those do move), and every other parameter is bit-identical to the base."""
+    named = dict(model.named_parameters())
+    assert set(named) == set(before)
+    changed = {n for n, p in named.items() if not torch.equal(p.detach(), before[n])}
+    body = {n for n in changed if n.startswith("body.")}
+    assert any(n.startswith("head.") for n in changed), changed
+    assert not {n for n in body if not body_trains(n, mode)}, f"{mode}: frozen parameters changed"
+    if mode in ("full", "bitfit", "adapter", "lora"):  # the body's trainable part did learn
+        assert body, f"model.adapt={mode} changed nothing in the body"
+    if mode == "full":  # the pretrained weights themselves, not only biases or norms
+        assert any(n.endswith(".weight") and "norm" not in n for n in body), body
+    if mode in ("adapter", "lora"):  # the added modules themselves learned (not only the norms)
+        assert any(f".{mode}." in n for n in body), body
+    if mode == "prompt":
+        assert {n for n in changed if not n.startswith(("head.", "body."))}, changed  # the prompt vectors
+
+
 def fine_tune_two_updates(path: str, tmp_path, mode: str) -> None:
     """model=pretrained_classifier on the checkpoint ``path`` (its vocabulary, ``mode``): two
-    updates, then the Python Classifier loads the run and predicts."""
-    from transfer_fixtures import binarize, make_text, run
+    updates that train exactly what ``mode`` trains, then the Python Classifier loads the run and predicts."""
+    from transfer_fixtures import binarize, make_text, trainer_for
 
     from seqkit.generation.classifier import Classifier
 
     data = binarize(make_text(tmp_path), tmp_path / "cls", path)
-    trainer = run(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={path}",
-                   f"model.adapt={mode}", "criterion=cross_entropy", "optimization.max_update=2",
-                   f"checkpoint.save_dir={tmp_path / 'ck'}"])
+    trainer = trainer_for(["task=classification", f"task.data={data}", "model=pretrained_classifier",
+                           f"model.path={path}", f"model.adapt={mode}", "criterion=cross_entropy",
+                           "optimization.max_update=2", f"checkpoint.save_dir={tmp_path / 'ck'}"])
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.run()
     assert trainer.num_updates == 2
+    assert_adapted(mode, before, trainer.model)
     clf = Classifier.from_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
     assert len(clf.predict(["v0 v1 v2 .", "v3 v4 ."])) == 2

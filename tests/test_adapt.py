@@ -202,6 +202,7 @@ def test_parameter_efficient_checkpoint_holds_what_it_trained_and_reloads(bodies
         assert torch.equal(clf.model(**sample), model(**sample))
     # the same line, with the same figures as a count done here, for every mode
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("trainable parameters:")]
+    assert len(lines) == 2, lines  # one line per run (an empty capture must not pass the loop below)
     for line, t in zip(lines, (trainer, full)):
         trainable, total = count_parameters(t.model)
         seen = {id(p): p for p in t.model.parameters()}.values()

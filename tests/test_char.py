@@ -61,11 +61,14 @@ def test_every_task_reads_characters(char_lm, tagged, tmp_path):  # noqa: F811
     write_tsv(tmp_path / "cls.tsv", ["sentence", "label"], [("good film", "1"), ("bad", "0")])
     preprocess(PreprocessConfig(task="classification", trainpref=str(tmp_path / "cls"), destdir=str(tmp_path / "cls-bin"),
                                 tokenizer=CharConfig()))
+    from seqkit.registry import TASKS
+
+    cls = TASKS.build(TASKS.make_config({"name": "classification", "data": str(tmp_path / "cls-bin")}))
+    row = cls.load_dataset("train").src[0].tolist()  # <s> g o o d ▁ f i l m </s>
+    assert [cls.src_dict.symbols[i] for i in row[1:-1]] == list("good▁film")
     root, _ = tagged
     preprocess(PreprocessConfig(task="tagging", trainpref=str(root / "train"), destdir=str(tmp_path / "tag-bin"),
                                 tokenizer=CharConfig()))
-    from seqkit.registry import TASKS
-
     tag = TASKS.build(TASKS.make_config({"name": "tagging", "data": str(tmp_path / "tag-bin")}))
     ds = tag.load_dataset("train")
     first = ds.src[0].tolist()
@@ -98,8 +101,19 @@ def test_stepped_cell_reproduces_the_lstm(char_lm):
         top = model.transfer_features(ids[None], torch.tensor([len(ids)]))[0]  # (T, H): the last layer's h
     h = unit_activations(model, ids, model.cfg.layers - 1, "hidden")
     torch.testing.assert_close(h, top, rtol=1e-5, atol=1e-6)
+    # every layer's h and c after each token, recomputed by the model's own nn.LSTM over each prefix:
+    # its final state (L, 1, H) is the state after that prefix's last token
+    with torch.no_grad():
+        x = model.embed(ids[None])  # (1, T, E); eval: no dropout
+        finals = [model.lstm(x[:, : t + 1])[1] for t in range(len(ids))]
+    for layer in range(model.cfg.layers):
+        for state, k in (("hidden", 0), ("cell", 1)):
+            expected = torch.stack([f[k][layer, 0] for f in finals])  # (T, H)
+            got = unit_activations(model, ids, layer, state)
+            assert got.shape == (len(ids), model.cfg.hidden_dim)
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=f"layer {layer} {state}")
     c = unit_activations(model, ids, 0, "cell")
-    assert c.shape == (len(ids), model.cfg.hidden_dim) and not torch.equal(c, unit_activations(model, ids, 0, "hidden"))
+    assert not torch.equal(c, unit_activations(model, ids, 0, "hidden"))
 
 
 def test_seqkit_plot_activations(char_lm, run_cli, tmp_path, tiny_train_args):

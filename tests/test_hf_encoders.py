@@ -146,25 +146,35 @@ def test_imported_bert_fills_masks_as_hf(imported, run_cli):
     line = "a dog [MASK] in the park"
     enc = tok(line, return_tensors="pt")
     with torch.no_grad():
-        logits = hf(**enc).logits[0, enc["input_ids"][0].tolist().index(tok.mask_token_id)]
-    best = tok.convert_ids_to_tokens(int(logits.argmax()))
-    r = run_cli(generate, [f"path={path}", "input=-", "topk=1"], stdin=line + "\n")
+        logits = hf(**enc).logits[0, enc["input_ids"][0].tolist().index(tok.mask_token_id)]  # (V,)
+    logits[tok.all_special_ids] = float("-inf")  # fillers are real words
+    probs, best = logits.softmax(-1).topk(3)
+    words = tok.convert_ids_to_tokens(best.tolist())
+    assert not set(words) & set(line.split())  # (not a word the S- line echoes)
+    r = run_cli(generate, [f"path={path}", "input=-", "topk=3"], stdin=line + "\n")
     assert r.code == 0, r.err
-    assert best in r.out, (best, r.out)
+    slots = [row.split("\t") for row in r.out.splitlines() if row.startswith("M-")]
+    assert len(slots) == 1 and slots[0][:2] == ["M-0", "0"], r.out
+    assert slots[0][2::2] == words, (words, r.out)  # HF's three best fillers, in its order
+    assert [float(p) for p in slots[0][3::2]] == pytest.approx(probs.tolist(), abs=6e-5)  # (printed to 4 places)
 
 
 @pytest.mark.parametrize("arch, mode", [("RobertaForMaskedLM", m) for m in ("full", "frozen", "adapter", "lora", "bitfit",
                                                                          "prompt", "ulmfit")]
                          + [("BertForMaskedLM", "full"), ("AlbertForMaskedLM", "lora")])
 def test_imported_encoder_fine_tunes_as_a_classifier(imported, tmp_path, arch, mode):
-    from transfer_fixtures import binarize, make_text, run
+    from hf_fixtures import assert_adapted
+    from transfer_fixtures import binarize, make_text, trainer_for
 
     _, path = imported(arch)
     data = binarize(make_text(tmp_path), tmp_path / "cls", path)
-    trainer = run(["task=classification", f"task.data={data}", "model=pretrained_classifier", f"model.path={path}",
-                   f"model.adapt={mode}", "criterion=cross_entropy", "optimization.max_update=2",
-                   f"checkpoint.save_dir={tmp_path / 'ck'}"])
+    trainer = trainer_for(["task=classification", f"task.data={data}", "model=pretrained_classifier",
+                           f"model.path={path}", f"model.adapt={mode}", "criterion=cross_entropy",
+                           "optimization.max_update=2", f"checkpoint.save_dir={tmp_path / 'ck'}"])
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}  # the base's body, the new head
+    trainer.run()
     assert trainer.num_updates == 2
+    assert_adapted(mode, before, trainer.model)  # model.adapt took effect: exactly its parameters moved
 
 
 @pytest.fixture(scope="module")

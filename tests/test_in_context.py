@@ -111,11 +111,25 @@ def test_calibration_divides_by_the_content_free_probabilities(lm_and_task):
     cf_query = [d.index(w) for w in "v9 It was".split()]
     assert prompt[-len(query):] == query and free[-len(cf_query):] == cf_query
     assert prompt[: -len(query)] == free[: -len(cf_query)]  # the same demonstrations before both
-    s = c.label_scores([prompt, free])
-    expected = (s[0].log_softmax(-1) - s[1].log_softmax(-1)).softmax(-1)
-    got = c.predict_ids([example])[0]
-    assert got["prob"] == pytest.approx(float(expected.max()), abs=1e-6)
-    assert got["label"] == c.labels[int(expected.argmax())]
+    # the expectation straight from the LM, not from label_scores: p(label | query) / p(label | content-free),
+    # each a softmax over the verbalizers' next-token probabilities, renormalized over the labels
+    verbalizers = [d.index(w) for w in ("bad", "good")]
+
+    def label_probs(p):
+        with torch.no_grad():
+            logp = torch.log_softmax(c.model(torch.tensor([p]), torch.tensor([len(p)]))[0, -1].double(), -1)
+        return logp[verbalizers].softmax(-1)
+
+    ds = c.task.load_dataset("valid")
+    examples = [example] + [ds.src[i].tolist() for i in range(12)]
+    got = c.predict_ids(examples)
+    for i, (ex, g) in enumerate(zip(examples, got)):
+        query, content_free = c.prompts(i, ex)
+        expected = label_probs(query) / label_probs(content_free)
+        expected = expected / expected.sum()
+        assert g["prob"] == pytest.approx(float(expected.max()), abs=1e-5), i
+        assert g["label"] == c.labels[int(expected.argmax())], i
+    assert abs(float(label_probs(free)[0]) - 0.5) > 0.01  # the division matters: the content-free query is not neutral
 
 
 @pytest.mark.parametrize("shots,calibrate", [(0, False), (4, False), (4, True)])

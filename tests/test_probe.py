@@ -35,6 +35,23 @@ def tokens():
     return src, torch.tensor([6, 4])
 
 
+def elmo_layers_by_hand(model, src, lengths):
+    """ELMo's layers, sentence by sentence from its modules: ``[x; x]``, then ``[forward_l; backward_l]``
+    where the backward stack reads the sentence reversed (its outputs flipped back): a list of
+    ``L + 1`` lists of ``(n_b, 2H)``."""
+    out = [[] for _ in range(model.cfg.layers + 1)]
+    with torch.no_grad():
+        for b, n in enumerate(lengths.tolist()):
+            x = model.embed(src[b : b + 1, :n])  # (1, n, H)
+            f, r = x, x.flip(1)
+            out[0].append(torch.cat([x, x], -1)[0])
+            for i in range(model.cfg.layers):
+                f, _ = model.forward_layers[i](f)
+                r, _ = model.backward_layers[i](r)
+                out[i + 1].append(torch.cat([f, r.flip(1)], -1)[0])
+    return out
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 def test_every_layer_is_read_and_the_top_is_what_fine_tuning_reads(bodies, name):
     _, ckpts = bodies
@@ -52,6 +69,11 @@ def test_every_layer_is_read_and_the_top_is_what_fine_tuning_reads(bodies, name)
     assert all(h.shape[:2] == src.shape for h in layers)
     if name == "elmo":  # its fine-tuning reading is every layer
         assert torch.equal(torch.stack(layers), top)
+        expected = elmo_layers_by_hand(model, src, lengths)
+        assert len(expected) == len(layers)
+        for i, (want, h) in enumerate(zip(expected, layers)):
+            for b, n in enumerate(lengths.tolist()):  # real positions only
+                torch.testing.assert_close(h[b, :n], want[b], rtol=1e-5, atol=1e-6, msg=f"layer {i}, sentence {b}")
     elif name == "gpt":  # pre-norm: fine-tuning reads the final norm of the last layer's output
         torch.testing.assert_close(normed, top)
     else:

@@ -128,18 +128,31 @@ def test_rounds_keep_original_indices_and_one_head_per_module():
 @pytest.mark.parametrize("scope", ["global", "layer"])
 def test_magnitude_pruning_zeroes_the_smallest_share(scope):
     model = build(tiny(share_all_embeddings=True))
-    weights = [p for p in model.parameters() if p.dim() >= 2]
-    threshold = {id(w): w.detach().abs().flatten().sort().values for w in weights}
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}  # (tied matrices once)
+    weights = {n: p for n, p in model.named_parameters() if p.dim() >= 2}
+
+    def cut(values):  # the k-th smallest |w| of ``values``: those at or below it go
+        k = int(0.4 * values.numel())
+        ranked = values.abs().flatten().sort().values
+        assert ranked[k] > ranked[k - 1]  # no tie across the cut: the zeroed set is well defined
+        return ranked[k - 1]
+
+    if scope == "global":  # one threshold across all matrices
+        t = cut(torch.cat([before[n].flatten() for n in weights]))
+        expected = {n: before[n].masked_fill(before[n].abs() <= t, 0.0) for n in weights}
+    else:  # one per matrix
+        expected = {n: before[n].masked_fill(before[n].abs() <= cut(before[n]), 0.0) for n in weights}
     zero, total = magnitude_prune(model, 0.4, scope)
-    assert total == sum(w.numel() for w in weights)
+    assert total == sum(w.numel() for w in weights.values())
+    assert zero == sum(int(e.eq(0).sum()) for e in expected.values())
     if scope == "global":
         assert zero == int(0.4 * total)
+        # the cut is global, not per matrix: the matrices lose different shares
+        assert len({round(float(e.eq(0).float().mean()), 2) for e in expected.values()}) > 1
     else:
-        for w in weights:
-            k = int(0.4 * w.numel())
-            assert int(w.eq(0).sum()) == k
-            kept = w.detach()[w.ne(0)].abs()
-            assert kept.numel() == 0 or float(kept.min()) >= float(threshold[id(w)][k - 1])
+        assert all(int(e.eq(0).sum()) == int(0.4 * e.numel()) for e in expected.values())
+    for n, p in model.named_parameters():  # exactly the smallest zeroed, every other weight (and vector) untouched
+        assert torch.equal(p.detach(), expected.get(n, before[n])), n
 
 
 def test_seqkit_prune_writes_an_ordinary_checkpoint(toy_data, translation_ckpt, run_cli, tmp_path):  # noqa: F811

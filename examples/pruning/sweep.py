@@ -11,12 +11,15 @@ pruning.png (seqkit-plot pruning)."""
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 
 import torch
+
+# generate-and-score: the distillation example's, one copy for both recipes
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distillation", "multi30k"))
+from evaluate import generate, score, sh  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("checkpoint")
@@ -32,25 +35,14 @@ translation = state["cfg"]["task"]["name"] == "translation"
 del state
 
 
-def sh(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"sweep.py: {' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
-    return r
-
-
 def evaluate(ck, tag):
     row = {}
     split = "test" if translation else "valid"
     for batch in (64, 1) if translation else (64,):
         out = os.path.join(args.out, tag, f"b{batch}")
-        r = sh(["seqkit-generate", f"path={ck}", f"task.data={args.data}", f"gen_subset={split}", "generation.beam=5",
-                f"batch_size={batch}", f"results_path={out}", f"common.threads={args.threads}"])
-        row[f"per_s_b{batch}"] = float(re.search(r"\(([\d.]+) (?:sentences|examples)/s\)", r.stderr).group(1))
+        row[f"per_s_b{batch}"] = generate(ck, args.data, split, out, 5, batch, args.threads)
         if batch == 64:
-            s = sh(["seqkit-score", f"hyp={out}/generate-{split}.txt", "output_format=json"]
-                   + (["metrics=[bleu,chrf]"] if translation else []))
-            scores = {m["metric"]: m["score"] for m in map(json.loads, s.stdout.splitlines())}
+            scores = score(f"{out}/generate-{split}.txt", ["bleu", "chrf"] if translation else None)
             row.update({"bleu": scores["bleu"], "chrf": round(scores["chrf"], 2)} if translation
                        else {"accuracy": scores["accuracy"]})
     return row

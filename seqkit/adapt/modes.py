@@ -13,10 +13,17 @@
 The head (and ELMo's layer mix) always trains. The parameter-efficient modes (the last five)
 save only what they trained: the base checkpoint's path and sha256 go into the model config, and
 loading refuses a base whose sha256 differs.
+
+A mode's own settings (``model.adapter.*``, ``model.lora.*``, ``model.prompt.*``,
+``model.ulmfit.*``) are read by that mode alone. Set under another mode they change nothing, and the
+first build names them in one log line (:func:`unused_settings`) rather than refusing them: a sweep
+passes one set of overrides to every mode, and a LoRA run exported with its updates merged becomes
+``adapt=full`` with its ``lora`` settings kept as a record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, List, Tuple
 
 from torch import nn
@@ -27,6 +34,8 @@ from seqkit.adapt.lora import add_lora
 MODES = ("full", "frozen", "adapter", "lora", "bitfit", "prompt", "ulmfit")
 PARAMETER_EFFICIENT = ("frozen", "adapter", "lora", "bitfit", "prompt")
 FIXED_BODY = ("frozen", "prompt")  # the body runs in eval mode (no dropout) as features
+# the modes with settings of their own (``model.<mode>.*``), read by that mode alone
+OWN_SETTINGS = ("adapter", "lora", "prompt", "ulmfit")
 
 
 def is_norm(module: nn.Module) -> bool:
@@ -59,6 +68,23 @@ def adapt_body(body: nn.Module, mode: str, cfg: Any) -> List[str]:
             if name.rsplit(".", 1)[-1].startswith("bias"):  # Linear/LayerNorm bias, LSTM bias_ih_l0 / bias_hh_l0
                 p.requires_grad_(True)
     return added
+
+
+def unused_settings(cfg: Any) -> List[str]:
+    """The ``model.<mode>.*`` settings that differ from their defaults while ``cfg.adapt`` is another
+    mode (``model.lora.rank=4`` with ``model.adapt=full``): ``["model.lora.rank=4", ...]``."""
+    unused = []
+    for mode in OWN_SETTINGS:
+        own = getattr(cfg, mode, None)
+        if mode == cfg.adapt or not dataclasses.is_dataclass(own):
+            continue
+        default = type(own)()
+        for f in dataclasses.fields(own):
+            value = getattr(own, f.name)
+            if value != getattr(default, f.name):
+                shown = f"[{','.join(map(str, value))}]" if isinstance(value, (list, tuple)) else value
+                unused.append(f"model.{mode}.{f.name}={shown}")
+    return unused
 
 
 def count_parameters(model: nn.Module) -> Tuple[int, int]:

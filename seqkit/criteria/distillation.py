@@ -53,8 +53,8 @@ class DistillationConfig:
     top_k: int = arg(0, "translation and language models: keep the teacher's k most probable tokens at each "
                         "target position, per example, the first time it is seen, and renormalize over them: "
                         "the teacher then runs once per training example, not once per batch (0: the full "
-                        "distribution, the teacher run on every batch; classifiers and taggers always keep "
-                        "their full outputs)", ge=0)
+                        "distribution, the teacher run on every batch; at most the target vocabulary's size; not "
+                        "for classifiers and taggers, which always keep their full outputs)", ge=0)
 
 
 class SoftCrossEntropy(torch.autograd.Function):
@@ -78,6 +78,21 @@ class SoftCrossEntropy(torch.autograd.Function):
         grad = lprobs.exp_().sub_(q)  # p - q (N, V)
         grad.mul_((grad_ce * keep / ctx.temperature)[:, None])
         return grad.to(ctx.dtype), None, None, None
+
+
+def check_top_k(top_k: int, task: Any) -> None:
+    """One clear error for a ``top_k`` that would be ignored: a classifier's or tagger's outputs are
+    kept whole, and a vocabulary has no more than its size of tokens to keep."""
+    if not top_k:
+        return
+    kind = getattr(task, "model_kind", None)
+    if kind in _CACHED_KINDS:
+        raise SeqkitError(f"criterion.top_k={top_k} applies to translation and language models; a {kind} keeps the "
+                          "teacher's full outputs (a few numbers per example): leave criterion.top_k=0")
+    target = getattr(task, "tgt_dict", None)
+    if target is not None and top_k > len(target):
+        raise SeqkitError(f"criterion.top_k={top_k} is more than the target vocabulary's {len(target)} tokens: at "
+                          f"most {len(target)} (0: the full distribution)")
 
 
 def load_teacher(path: str, task: Any) -> torch.nn.Module:
@@ -116,6 +131,7 @@ class DistillationCriterion:
 
     def __init__(self, cfg: DistillationConfig, task: Any):
         self.cfg, self.task = cfg, task
+        check_top_k(cfg.top_k, task)
         self.teacher = load_teacher(cfg.teacher, task)
         labels = getattr(task, "model_kind", None) in _CACHED_KINDS
         self.keep_outputs = labels or cfg.top_k > 0

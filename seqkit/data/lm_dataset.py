@@ -4,6 +4,8 @@ The stream is every line's ids back to back, each line ending with eos (an empty
 eos). A block scores the stream's tokens ``[a, b)`` and reads each one's predecessor: input
 ``stream[a-1 : b-1]`` (eos stands before the split's first token, as after any line), target
 ``stream[a : b]``. So a model sees ``</s>`` where a line starts, and a prompt is ``</s> w1 ... wn``.
+Without ``eos_prefix`` (an imported GPT-2) nothing stands before the split's first token, which is
+then read but not scored, as ``transformers`` scores a text.
 
 ``sample_break_mode``:
     none      blocks of exactly ``tokens_per_sample`` tokens, across line ends (the last may be shorter)
@@ -75,7 +77,7 @@ class TokenBlockDataset(PaddedBatches):
     ``target`` ``(B, L)`` (next tokens, ``pad`` where not scored) and the scored-token counts."""
 
     def __init__(self, data: IndexedDataset, dictionary: Dictionary, tokens_per_sample: int,
-                 break_mode: str = "none", context_window: int = 0):
+                 break_mode: str = "none", context_window: int = 0, eos_prefix: bool = True):
         self.data, self.dictionary = data, dictionary
         self.stream = data.tokens  # memory-mapped, all lines back to back
         self.starts, self.ends = block_bounds(data.sizes, tokens_per_sample, break_mode)
@@ -83,6 +85,7 @@ class TokenBlockDataset(PaddedBatches):
         self.src_sizes = self.ends - self.input_starts  # (N,) input length of each block
         self.tgt_sizes = None
         self.pad, self.eos = dictionary.pad(), dictionary.eos()
+        self.eos_prefix = eos_prefix
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -90,7 +93,7 @@ class TokenBlockDataset(PaddedBatches):
     @property
     def num_scored(self) -> int:
         """Tokens scored over the whole dataset (the stream's length)."""
-        return int((self.ends - self.starts).sum())
+        return int((self.ends - self.starts).sum()) - (0 if self.eos_prefix or not len(self) else 1)
 
     def too_long(self, max_source: int, max_target: int) -> np.ndarray:
         """Blocks whose input exceeds the model's positions."""
@@ -108,6 +111,10 @@ class TokenBlockDataset(PaddedBatches):
         before = self.eos if s == 0 else int(self.stream[s - 1])
         inputs = torch.cat([torch.tensor([before]), target[:-1]])
         target[: a - s] = self.pad
+        if s == 0 and not self.eos_prefix and len(target) > 1:  # no </s> before the first token: read, not scored
+            return inputs[1:], target[1:]
+        if s == 0 and not self.eos_prefix:
+            target[0] = self.pad
         return inputs, target
 
     def collate(self, indices: Sequence[int]) -> Dict[str, Any]:

@@ -32,7 +32,10 @@ def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = Non
         import_user_dir(user_dir)
     task_values = {**cfg["task"], **(task_overrides or {})}
     task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
-    model = task.build_model(MODELS.make_config(cfg["model"]))
+    # a parameter-efficient checkpoint's base path: as stored, else beside the checkpoint (older
+    # checkpoints stored it relative to the folder they were trained in)
+    resolve = getattr(MODELS.builder(cfg["model"]["name"]), "resolve_paths", None)
+    model = task.build_model(MODELS.make_config(resolve(cfg["model"], path) if resolve else cfg["model"]))
     keep = saved_keys(model)  # a parameter-efficient checkpoint: what it trained, over its base
     check_saved_keys(keep, state["model"], path)
     try:

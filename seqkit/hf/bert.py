@@ -30,15 +30,13 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from seqkit.errors import SeqkitError
-from seqkit.hf.keymap import KeyMap, refuse
+from seqkit.hf.keymap import TO_HF_ACTIVATION, KeyMap, activation, refuse
 from seqkit.hf.vocab import VocabMap
 
 BERT = ("BertForMaskedLM", "BertForPreTraining", "BertModel")
 ROBERTA = ("RobertaForMaskedLM", "RobertaModel")
 ALBERT = ("AlbertForMaskedLM", "AlbertForPreTraining", "AlbertModel")
 ARCHITECTURES = BERT + ROBERTA + ALBERT
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
-TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 IGNORED = ("embeddings.position_ids", "embeddings.token_type_ids")  # buffers, not weights
 log = logging.getLogger("seqkit.hf")
 # per variant: the masked-LM head's (prefix, dense, LayerNorm), the sentence head's (pooler, classifier)
@@ -109,16 +107,14 @@ def model_config(arch: str, config: Dict[str, Any], nsp: bool) -> Dict[str, Any]
     if albert:
         refuse(config, "num_hidden_groups", 1, "ALBERT with several layer groups")
         refuse(config, "inner_group_num", 1, "ALBERT with several layers per group")
-    act = config.get("hidden_act", "gelu_new" if albert else "gelu")
-    if act not in ACTIVATIONS:
-        raise SeqkitError(f"config.json: hidden_act={act!r} has no seqkit counterpart (seqkit takes {', '.join(ACTIVATIONS)})")
+    act = activation(config, "hidden_act", "gelu_new" if albert else "gelu")
     offset = int(config.get("pad_token_id", 1)) + 1 if arch in ROBERTA else 0
     C, E = int(config["hidden_size"]), int(config.get("embedding_size", 0)) if albert else 0
     return {"name": "bert", "encoder_layers": int(config["num_hidden_layers"]), "embed_dim": C,
             "ffn_dim": int(config["intermediate_size"]), "attention_heads": int(config["num_attention_heads"]),
             "dropout": float(config.get("hidden_dropout_prob", 0.0 if albert else 0.1)),
             "attention_dropout": float(config.get("attention_probs_dropout_prob", 0.0 if albert else 0.1)),
-            "activation_dropout": 0.0, "activation": ACTIVATIONS[act], "normalize_before": False,
+            "activation_dropout": 0.0, "activation": act, "normalize_before": False,
             "learned_positions": True, "max_positions": int(config.get("max_position_embeddings", 512)) - offset,
             "position_offset": offset, "num_segments": int(config.get("type_vocab_size", 2)), "no_scale_embedding": True,
             "embed_layer_norm": True, "embedding_dim": E if E != C else 0, "project_embeddings": "sum",

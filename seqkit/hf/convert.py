@@ -115,7 +115,9 @@ def specials_of(arch: str, config: Dict[str, Any], tok: Any,
         eos = token_of(tok, config, "eos_token_id") or token_of(tok, config, "bos_token_id")
         if eos is None:
             raise SeqkitError("config.json names no eos_token_id in the tokenizer's vocabulary")
-        return {"</s>": eos}, {}
+        # a seqkit-trained GPT's export keeps seqkit's specials as tokens of their own names
+        own = {s: s for s in ("<pad>", "<s>", "<unk>") if s in tok.vocabulary() and s != eos}
+        return {**own, "</s>": eos}, {}
     if arch in seq2seq.ARCHITECTURES + t5.ARCHITECTURES:  # the config's ids, and the tokenizer's unknown token if it has one
         specials = {ours: token_of(tok, config, key) for ours, key in (("<pad>", "pad_token_id"), ("<s>", "bos_token_id"),
                                                                       ("</s>", "eos_token_id"))}
@@ -136,9 +138,28 @@ def specials_of(arch: str, config: Dict[str, Any], tok: Any,
     return specials, {_named(side, "mask_token", "<mask>" if roberta else "[MASK]"): "<mask>"}
 
 
-def import_folder(folder: str, output: str, overwrite: bool = False, generator: str = "") -> str:
+def parse_specials(text: str) -> Dict[str, str]:
+    """``"<unk>=[UNK],<s>=<|startoftext|>"`` -> seqkit special -> HF token (seqkit-import's ``specials``)."""
+    from seqkit.hf.vocab import SPECIALS
+
+    out: Dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        ours, sep, token = part.partition("=")
+        if not sep or not token or ours not in SPECIALS:
+            raise SeqkitError(f"specials={text!r}: each entry is SPECIAL=TOKEN with SPECIAL one of seqkit's "
+                              f"{', '.join(SPECIALS)} (got {part!r})")
+        out[ours] = token
+    if len(set(out.values())) < len(out):
+        raise SeqkitError(f"specials={text!r}: one token plays two of seqkit's specials")
+    return out
+
+
+def import_folder(folder: str, output: str, overwrite: bool = False, generator: str = "", specials: str = "",
+                  eos_prefix: Optional[bool] = None) -> str:
     """Write the HF model in ``folder`` as the seqkit checkpoint ``output`` (``generator``: an
-    ELECTRA discriminator's generator folder)."""
+    ELECTRA discriminator's generator folder; ``specials``: which HF token plays which of seqkit's
+    specials, over the family's own choice, :func:`parse_specials`; ``eos_prefix``: a GPT-2 reads
+    ``</s>`` before each prompt, None: as config.json says, else not)."""
     import seqkit
     from seqkit.registry import MODELS, TASKS
     from seqkit.training import checkpoints
@@ -146,6 +167,7 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
     seqkit.import_builtin_components()
     if os.path.exists(output) and not overwrite:
         raise SeqkitError(f"{output} exists (pass overwrite=true to replace it)")
+    chosen = parse_specials(specials)
     config = read_config(folder)
     arch = (config.get("architectures") or [""])[0]
     if arch not in IMPORTS:
@@ -157,6 +179,8 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
     tok, side = read_tokenizer(folder)
     weights = read_weights(folder)
     specials, rename = specials_of(arch, config, tok, side)
+    if chosen:  # the user's choice over the family's: no other special on those tokens
+        specials = {**{k: v for k, v in specials.items() if v not in chosen.values()}, **chosen}
     rows = int(config.get("vocab_size") or config.get("tgt_vocab_size") or 0)  # FSMT names its sides
     vocab = VocabMap.from_hf(tok.vocabulary(), rows, specials, rename, last=("<mask>",))
     if generator and family is not electra:
@@ -170,7 +194,11 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
         extra["generator"] = (gen_config, read_weights(generator))
     model_cfg, model_state = family.to_seqkit(arch, config, weights, vocab, **extra)
     model_cfg = to_plain(MODELS.make_config(model_cfg))
-    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **family.task_settings(model_cfg, arch)}))
+    if eos_prefix is not None and family is not gpt2:
+        raise SeqkitError(f"eos_prefix= goes with a language model (GPT2LMHeadModel), not {arch}")
+    settings = (gpt2.task_settings(model_cfg, arch, config, eos_prefix) if family is gpt2
+                else family.task_settings(model_cfg, arch))
+    task_cfg = to_plain(TASKS.make_config({"name": task_name, "data": "", **settings}))
     task_state = (family.task_state(vocab, tok, config) if hasattr(family, "task_state")
                   else {"dict": vocab.dictionary.state_dict(), "tokenizer": tok.state_dict()})
     state = {"format": checkpoints.FORMAT_VERSION,
@@ -274,6 +302,10 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
         config = {**ids, **hf["config"], **config}
     else:
         config.update(ids)
+    if family is gpt2 and not fine_tuned:  # what the model reads before a prompt, for seqkit-import
+        config.pop(gpt2.EOS_PREFIX, None)
+        if getattr(task.cfg, "eos_prefix", True):
+            config[gpt2.EOS_PREFIX] = True
     config["dtype"] = "float32"
     seq2seq_model = family in (seq2seq, t5) and not fine_tuned
     files = _tokenizer_files(task, hf, path, task.src_dict if seq2seq_model else vocab.dictionary,

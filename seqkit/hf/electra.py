@@ -18,8 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from seqkit.errors import SeqkitError
-from seqkit.hf.bert import ACTIVATIONS, IGNORED, TO_HF_ACTIVATION, _layer_pairs
-from seqkit.hf.keymap import KeyMap, refuse
+from seqkit.hf.bert import IGNORED, _layer_pairs
+from seqkit.hf.keymap import TO_HF_ACTIVATION, KeyMap, activation, refuse
 from seqkit.hf.vocab import VocabMap
 
 ARCHITECTURES = ("ElectraForPreTraining",)
@@ -68,14 +68,13 @@ def _dims(config: Dict[str, Any]) -> Tuple[int, int]:
 def model_config(config: Dict[str, Any], generator: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     refuse(config, "position_embedding_type", "absolute", "relative position embeddings")
     for c in [config] + ([generator] if generator else []):
-        if c.get("hidden_act", "gelu") not in ACTIVATIONS:
-            raise SeqkitError(f"config.json: hidden_act={c['hidden_act']!r} has no seqkit counterpart")
+        activation(c, "hidden_act", "gelu")
     C, E = _dims(config)
     out = {"name": "electra", "encoder_layers": int(config["num_hidden_layers"]), "embed_dim": C,
            "ffn_dim": int(config["intermediate_size"]), "attention_heads": int(config["num_attention_heads"]),
            "dropout": float(config.get("hidden_dropout_prob", 0.1)),
            "attention_dropout": float(config.get("attention_probs_dropout_prob", 0.1)), "activation_dropout": 0.0,
-           "activation": ACTIVATIONS[config.get("hidden_act", "gelu")], "normalize_before": False,
+           "activation": activation(config, "hidden_act", "gelu"), "normalize_before": False,
            "learned_positions": True, "max_positions": int(config.get("max_position_embeddings", 512)),
            "num_segments": int(config.get("type_vocab_size", 2)), "no_scale_embedding": True, "embed_layer_norm": True,
            "embedding_dim": E if E != C else 0, "project_embeddings": "sum", "share_layers": False,

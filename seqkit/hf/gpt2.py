@@ -12,17 +12,15 @@ Per layer i, HF ``transformer.h.i.`` -> seqkit ``layers.i.``:
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from seqkit.errors import SeqkitError
-from seqkit.hf.keymap import KeyMap, refuse
+from seqkit.hf.keymap import TO_HF_ACTIVATION, KeyMap, activation, refuse
 from seqkit.hf.vocab import VocabMap
 
 ARCHITECTURES = ("GPT2LMHeadModel",)
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-TO_HF_ACTIVATION = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 # buffers older GPT-2 files carry (the causal mask): not weights
 IGNORED = (".attn.bias", ".attn.masked_bias")
 
@@ -48,15 +46,12 @@ def model_config(config: Dict[str, Any], vocab: VocabMap) -> Dict[str, Any]:
     refuse(config, "scale_attn_by_inverse_layer_idx", False, "GPT-2 scaling attention by 1 / layer index")
     refuse(config, "scale_attn_weights", True, "GPT-2 attention without the 1 / sqrt(head dim) scale")
     refuse(config, "add_cross_attention", False, "GPT-2 with cross-attention")
-    act = config.get("activation_function", "gelu_new")
-    if act not in ACTIVATIONS:
-        raise SeqkitError(f"config.json: activation_function={act!r} has no seqkit counterpart "
-                          f"(seqkit takes {', '.join(ACTIVATIONS)})")
+    act = activation(config, "activation_function", "gelu_new")
     C = int(config["n_embd"])
     return {"name": "transformer_lm", "layers": int(config["n_layer"]), "embed_dim": C,
             "ffn_dim": int(config.get("n_inner") or 4 * C), "attention_heads": int(config["n_head"]),
             "dropout": float(config.get("resid_pdrop", 0.1)), "attention_dropout": float(config.get("attn_pdrop", 0.1)),
-            "activation_dropout": 0.0, "activation": ACTIVATIONS[act], "normalize_before": True,
+            "activation_dropout": 0.0, "activation": act, "normalize_before": True,
             "learned_positions": True, "max_positions": int(config["n_positions"]), "scale_embedding": False,
             "share_input_output_embed": bool(config.get("tie_word_embeddings", True)),
             "adaptive_softmax_cutoff": [], "adaptive_input": False, "output_bias": bool(vocab.absent.any()),
@@ -111,10 +106,19 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, 
 
 # config.json's special ids: seqkit's </s> starts and ends a GPT-2 document
 SPECIAL_IDS = (("bos_token_id", "</s>"), ("eos_token_id", "</s>"), ("pad_token_id", "<pad>"))
+# config.json: true when the model reads </s> before every prompt (a seqkit-trained GPT's export
+# writes it; transformers keeps it as an attribute and ignores it). Absent: none, as transformers
+# feeds a GPT-2 the tokenizer's ids as they are.
+EOS_PREFIX = "seqkit_eos_prefix"
 
 
-def task_settings(cfg: Dict[str, Any], arch: str = "") -> Dict[str, Any]:
-    return {}
+def task_settings(cfg: Dict[str, Any], arch: str = "", config: Optional[Dict[str, Any]] = None,
+                  eos_prefix: Optional[bool] = None) -> Dict[str, Any]:
+    """The language-modeling task's settings: ``eos_prefix`` as given (seqkit-import's switch), else
+    as ``config`` (config.json) says, else false."""
+    if eos_prefix is None:
+        eos_prefix = bool((config or {}).get(EOS_PREFIX, False))
+    return {"eos_prefix": eos_prefix}
 
 
 def body_keymap(cfg: Dict[str, Any], imported: str = "") -> KeyMap:

@@ -54,3 +54,19 @@ def refuse(config: Dict[str, Any], key: str, supported: Any, what: str) -> None:
     value = config.get(key, supported)
     if value != supported:
         raise SeqkitError(f"config.json: {key}={value!r} ({what}) has no seqkit counterpart")
+
+
+# HF activation name -> seqkit's ``model.activation``: one table for every family (GPT-2's
+# activation_function, BERT's hidden_act, BART's activation_function, T5's feed_forward_proj)
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu", "swish": "silu"}
+# seqkit's activation -> the name export writes (every one is in transformers' ACT2FN)
+TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
+
+
+def activation(config: Dict[str, Any], key: str, default: str) -> str:
+    """seqkit's activation for ``config[key]``, or one line naming what seqkit takes."""
+    act = config.get(key, default)
+    if act not in ACTIVATIONS:
+        raise SeqkitError(f"config.json: {key}={act!r} has no seqkit counterpart (seqkit takes {', '.join(ACTIVATIONS)})")
+    return ACTIVATIONS[act]

@@ -32,16 +32,14 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from seqkit.errors import SeqkitError
-from seqkit.hf.keymap import KeyMap, refuse
+from seqkit.hf.keymap import TO_HF_ACTIVATION, KeyMap, activation, refuse
 from seqkit.hf.vocab import VocabMap
 from seqkit.models.modules.positions import sinusoid_table
 
 FSMT, BART, MARIAN = "FSMTForConditionalGeneration", "BartForConditionalGeneration", "MarianMTModel"
 ARCHITECTURES = (FSMT, BART, MARIAN)
 MODEL_TYPES = {FSMT: "fsmt", BART: "bart", MARIAN: "marian"}
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "swish": "silu", "silu": "silu"}
-TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish"}
+SILU = "swish"  # how BART's and FSMT's configs spell SiLU (transformers reads either name)
 # config.json's special ids (FSMT's decoder_start_token_id is set from decoder_start at export)
 SPECIAL_IDS = (("pad_token_id", "<pad>"), ("bos_token_id", "<s>"), ("eos_token_id", "</s>"),
                ("forced_eos_token_id", "</s>"))
@@ -104,23 +102,20 @@ def check(arch: str, config: Dict[str, Any]) -> None:
     if arch == FSMT and config.get("src_vocab_size") != config.get("tgt_vocab_size"):
         raise SeqkitError(f"config.json: src_vocab_size={config.get('src_vocab_size')} and tgt_vocab_size="
                           f"{config.get('tgt_vocab_size')} differ; seqkit imports one vocabulary for both sides")
-    act = config.get("activation_function", "gelu")
-    if act not in ACTIVATIONS:
-        raise SeqkitError(f"config.json: activation_function={act!r} has no seqkit counterpart "
-                          f"(seqkit takes {', '.join(ACTIVATIONS)})")
+    activation(config, "activation_function", "gelu")
     _start(config)
 
 
 def model_config(arch: str, config: Dict[str, Any], vocab: VocabMap) -> Dict[str, Any]:
     """seqkit's ``transformer`` settings for an HF FSMT, BART or Marian config."""
     check(arch, config)
-    act = config.get("activation_function", "gelu")
+    act = activation(config, "activation_function", "gelu")
     P = int(config["max_position_embeddings"])
     return {"name": "transformer", "encoder_layers": int(config["encoder_layers"]),
             "decoder_layers": int(config["decoder_layers"]), "embed_dim": int(config["d_model"]),
             "ffn_dim": int(config["encoder_ffn_dim"]), "attention_heads": int(config["encoder_attention_heads"]),
             "dropout": float(config.get("dropout", 0.1)), "attention_dropout": float(config.get("attention_dropout", 0.0)),
-            "activation_dropout": float(config.get("activation_dropout", 0.0)), "activation": ACTIVATIONS[act],
+            "activation_dropout": float(config.get("activation_dropout", 0.0)), "activation": act,
             "normalize_before": False, "learned_positions": arch == BART,
             "sinusoids": "vaswani" if arch == MARIAN else "tensor2tensor", "position_offset": 2 if arch == BART else 0,
             "embed_layer_norm": arch == BART, "max_source_positions": P, "max_target_positions": P,
@@ -277,7 +272,7 @@ def to_hf(cfg: Dict[str, Any], state: Dict[str, torch.Tensor], vocab: VocabMap, 
               "encoder_layers": cfg["encoder_layers"], "decoder_layers": cfg["decoder_layers"],
               "encoder_attention_heads": cfg["attention_heads"], "decoder_attention_heads": cfg["attention_heads"],
               "encoder_ffn_dim": cfg["ffn_dim"], "decoder_ffn_dim": cfg["ffn_dim"],
-              "activation_function": TO_HF_ACTIVATION[cfg["activation"]], "dropout": cfg["dropout"],
+              "activation_function": SILU if cfg["activation"] == "silu" else TO_HF_ACTIVATION[cfg["activation"]], "dropout": cfg["dropout"],
               "attention_dropout": cfg["attention_dropout"], "activation_dropout": cfg["activation_dropout"],
               "max_position_embeddings": P, "scale_embedding": not cfg["no_scale_embedding"],
               "decoder_start_token_id": vocab.hf_id(start), "is_encoder_decoder": True, "use_cache": True}

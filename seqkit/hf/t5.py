@@ -24,15 +24,11 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from seqkit.errors import SeqkitError
-from seqkit.hf.keymap import KeyMap
+from seqkit.hf.keymap import ACTIVATIONS, TO_HF_ACTIVATION, KeyMap
 from seqkit.hf import seq2seq
 from seqkit.hf.vocab import VocabMap
 
 ARCHITECTURES = ("T5ForConditionalGeneration",)
-# HF dense_act_fn -> seqkit activation
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "silu": "silu", "swish": "silu"}
-TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
 task_state = seq2seq.task_state  # the translation task's state, as for BART and Marian
 SPECIAL_IDS = (("pad_token_id", "<pad>"), ("eos_token_id", "</s>"), ("decoder_start_token_id", "<pad>"))
 

@@ -65,7 +65,8 @@ class VocabMap:
         clash = sorted(set(symbols) & set(SPECIALS))
         if clash:
             raise SeqkitError(f"the vocabulary has {clash[0]!r} as an ordinary token: tell the importer which of "
-                              "seqkit's specials it plays")
+                              "seqkit's specials it plays (seqkit-import "
+                              f"specials=\"'{clash[0]}={clash[0]}'\" if it is seqkit's {clash[0]})")
         dictionary = Dictionary(symbols)
         if len(dictionary) != len(symbols) + len(SPECIALS):
             raise SeqkitError("the vocabulary lists a token twice")

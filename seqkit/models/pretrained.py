@@ -26,7 +26,9 @@ The body's model config and vocabulary size are copied into ``model.body`` at th
 ``frozen``, ``adapter``, ``lora``, ``bitfit``, ``prompt`` or ``ulmfit``. A parameter-efficient run
 (frozen, adapter, lora, bitfit, prompt) records ``model.path``'s sha256 in ``model.base_sha256``,
 and its checkpoints hold only what it trained (:meth:`_Pretrained.checkpoint_keys`): loading one
-rebuilds the body from that base and refuses a base whose sha256 differs. ``model.scratch=true``
+rebuilds the body from that base and refuses a base whose sha256 differs. The base's path is
+recorded absolute, so the checkpoints load from any folder (an older checkpoint's relative path is
+read as given, else beside the checkpoint: :func:`resolve_base_path`). ``model.scratch=true``
 trains the same architecture from random weights: the baseline a transfer run is measured against.
 """
 
@@ -42,7 +44,7 @@ from torch import nn
 
 from seqkit.adapt.adapters import AdapterConfig
 from seqkit.adapt.lora import LoRAConfig
-from seqkit.adapt.modes import FIXED_BODY, MODES, PARAMETER_EFFICIENT, adapt_body
+from seqkit.adapt.modes import FIXED_BODY, MODES, PARAMETER_EFFICIENT, adapt_body, unused_settings
 from seqkit.adapt.prompt import PromptConfig, SoftPrompt
 from seqkit.adapt.ulmfit import ULMFiTConfig, layer_groups
 from seqkit.data.dictionary import Dictionary
@@ -144,8 +146,13 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
     sha = ""
     if cfg.base_sha256 or needs_base(cfg):
         if not os.path.isfile(cfg.path):
-            raise SeqkitError(f"the base checkpoint {cfg.path} is not there: a model.adapt={cfg.adapt} checkpoint holds "
-                              "only what it trained, and needs the pretrained checkpoint it was trained from")
+            where = (f" (a relative path, read from the folder seqkit runs in, {os.getcwd()})"
+                     if not os.path.isabs(cfg.path) else "")
+            raise SeqkitError(f"the base checkpoint {cfg.path} is not there{where}: a model.adapt={cfg.adapt} "
+                              "checkpoint holds only what it trained, and needs the pretrained checkpoint it was "
+                              "trained from")
+        if not cfg.body:  # recorded absolute: the run's checkpoints load from any folder
+            cfg.path = os.path.abspath(cfg.path)
         sha = file_sha256(cfg.path)
         if cfg.base_sha256 and sha != cfg.base_sha256:
             raise SeqkitError(f"{cfg.path} is not the base this model was trained from (its sha256 {sha[:12]}... "
@@ -180,6 +187,17 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
     return body
 
 
+def resolve_base_path(model_values: Dict[str, Any], checkpoint: str) -> Dict[str, Any]:
+    """``model_values`` (a checkpoint's model config) with the base path found: as recorded when it
+    is there (checkpoints since the path is recorded absolute; older ones run from the folder they
+    were trained in), else relative to the folder of ``checkpoint``, the file holding the config."""
+    path = model_values.get("path") or ""
+    if not model_values.get("base_sha256") or os.path.isabs(path) or os.path.isfile(path):
+        return model_values
+    beside = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), path)
+    return {**model_values, "path": beside} if os.path.isfile(beside) else model_values
+
+
 def _build(model_values: Dict[str, Any], d: Dictionary) -> nn.Module:
     model_cfg = MODELS.make_config(dict(model_values))
     builder = MODELS.builder(model_cfg.name)
@@ -195,11 +213,22 @@ def _drop_heads(body: nn.Module) -> None:
 
 
 class _Pretrained(EncoderClassifierModel):
+    # a checkpoint loader's hook: the recorded base path found beside the checkpoint (older runs)
+    resolve_paths = staticmethod(resolve_base_path)
+
     def __init__(self, cfg: PretrainedClassifierConfig, src_dict: Dictionary):
         super().__init__()
         self.cfg, self.pad = cfg, src_dict.pad()
         first_build = not cfg.body
+        if first_build and unused_settings(cfg):
+            log.warning("%s: %s not used: model.adapt=%s (a mode's settings, model.<mode>.*, are read by that mode "
+                        "alone)", cfg.name, " ".join(unused_settings(cfg)), cfg.adapt)
         self.body = load_body(cfg, src_dict)
+        positions = self.body.max_positions()[0]
+        if cfg.adapt == "prompt" and cfg.prompt.length >= positions:
+            raise SeqkitError(f"model.prompt.length={cfg.prompt.length} leaves no position for the input: the "
+                              f"{type(self.body).__name__} body reads at most {positions} positions, the prompt's "
+                              "vectors included")
         self.pooling = self.body.transfer_pooling if cfg.pooling == "auto" else cfg.pooling
         # ELMo's layers all serve: a mix of this model's own (Peters et al. 2018, eq. 1)
         layers = getattr(self.body, "transfer_layers", 0)

@@ -37,6 +37,9 @@ class LanguageModelingConfig:
                                          "whole lines packed up to tokens_per_sample", choices=BREAK_MODES)
     context_window: int = arg(0, "validation/evaluation: each block also reads up to this many earlier tokens "
                                  "without scoring them (input length tokens_per_sample + context_window)", ge=0)
+    eos_prefix: bool = arg(True, "</s> before each prompt and before the split's first token, as seqkit's training puts "
+                                 "it before every line; false: the ids as the tokenizer gives them (seqkit-import sets "
+                                 "it so for a GPT-2, which transformers feeds no prefix)")
 
 
 @TASKS.register("language_modeling", LanguageModelingConfig)
@@ -95,7 +98,8 @@ class LanguageModelingTask:
         data = IndexedDataset(prefix)
         data.check_vocab(len(self.dictionary))
         context = context_window if context_window is not None else 0 if split == "train" else self.cfg.context_window
-        return TokenBlockDataset(data, self.dictionary, self.cfg.tokens_per_sample, self.cfg.sample_break_mode, context)
+        return TokenBlockDataset(data, self.dictionary, self.cfg.tokens_per_sample, self.cfg.sample_break_mode, context,
+                                 self.cfg.eos_prefix)
 
     def words(self, split: str) -> Optional[int]:
         """Words in ``split`` as preprocess counted them (whitespace tokens + one per line), if known."""
@@ -122,10 +126,12 @@ class LanguageModelingTask:
         return self._tokenizer
 
     def encode_source(self, line: str) -> List[int]:
-        """A prompt: ``</s>`` (what precedes every line in training) then its pieces, no final eos."""
+        """A prompt: ``</s>`` (what precedes every line in training; without ``eos_prefix`` only before
+        an empty prompt) then its pieces, no final eos."""
         tok = self.tokenizer()
         pieces = tok.encode(line) if tok is not None else line.split()
-        return [self.dictionary.eos()] + self.dictionary.encode(pieces, append_eos=False)
+        ids = self.dictionary.encode(pieces, append_eos=False)
+        return [self.dictionary.eos()] + ids if self.cfg.eos_prefix or not ids else ids
 
     def pieces(self, ids: Any, side: str = "tgt") -> List[str]:
         return self.dictionary.string(ids)

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from seqkit.errors import SeqkitError
+from seqkit.io import atomic_write_text
 
 log = logging.getLogger("seqkit.train")
 
@@ -107,6 +108,31 @@ def read_floats(values: Sequence[torch.Tensor]) -> List[float]:
         return []
     device = values[0].device
     return torch.stack([v.detach().to(device=device, dtype=torch.float64).reshape(()) for v in values]).tolist()
+
+
+def drop_records_after(path: str, num_updates: int) -> int:
+    """Rewrite the JSON-lines log ``path`` (atomically) without the records of updates after
+    ``num_updates``: a killed run wrote them after the checkpoint a resumed run starts from, and the
+    resumed run writes them again. A line the kill cut short goes too. Returns the lines dropped."""
+    if not os.path.isfile(path):
+        return 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
+    kept = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a torn last line, or an empty one
+            continue
+        update = rec.get("update") if isinstance(rec, dict) else None
+        if isinstance(update, (int, float)) and not isinstance(update, bool) and update > num_updates:
+            continue
+        kept.append(line)
+    if len(kept) < len(lines):
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
+        log.info("%s: dropped %d record(s) after update %d, the resumed checkpoint's", path,
+                 len(lines) - len(kept), num_updates)
+    return len(lines) - len(kept)
 
 
 def _summary_writer_class() -> type:

@@ -32,7 +32,7 @@ from seqkit.training.config import TrainConfig
 from seqkit.training import distributed
 from seqkit.training.distributed import DistInfo, all_reduce_sum
 from seqkit.training.precision import Precision
-from seqkit.training.progress import Meter, Progress, ShapeCounter, read_floats
+from seqkit.training.progress import Meter, Progress, ShapeCounter, drop_records_after, read_floats
 
 log = logging.getLogger("seqkit.train")
 
@@ -175,6 +175,8 @@ class Trainer:
         if state is not None:
             self.load_state_dict(state)
             log.info("resumed at epoch %d, update %d, batch %d of the epoch", self.epoch, self.num_updates, self.batch_offset)
+            if self.dist.is_main:  # what a killed run logged after this checkpoint is logged again
+                drop_records_after(os.path.join(ck.save_dir, "train_log.jsonl"), self.num_updates)
         elif ck.restore_file:
             self.load_state_dict(checkpoints.load(ck.restore_file), weights_only=True)
             log.info("initialized the model from %s", ck.restore_file)

@@ -2,7 +2,9 @@
 beam 5 and greedy (batch 64), and sentences/s at batch 64 and batch 1 for both searches, each
 model's checkpoint_best. Appends to WORK_DIR/results.jsonl and rewrites WORK_DIR/results.md.
 Usage: python evaluate.py WORK_DIR MODEL_DIR_NAME ...
-Every seqkit-generate runs in its own process, one after another (nothing else should run)."""
+Every seqkit-generate runs in its own process, one after another (nothing else should run).
+
+``generate`` and ``score`` are also the pruning sweep's (examples/pruning/sweep.py)."""
 
 import json
 import os
@@ -13,51 +15,74 @@ import time
 
 import torch
 
-work, names = sys.argv[1], sys.argv[2:]
-data = os.path.join(work, "data-bin")
-rows = []
-for name in names:
-    ck = os.path.join(work, name, "checkpoints", "checkpoint_best.pt")
-    if not os.path.isfile(ck):
-        print(f"evaluate.py: {ck} not found: skipped", file=sys.stderr)
-        continue
-    state = torch.load(ck, map_location="cpu", weights_only=False)
-    params = sum(t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor"))
-    log = open(os.path.join(work, name, "train.log"), encoding="utf-8").read()
-    done = re.findall(r"\| done: .*?; (\d+) updates", log)
-    row = {"model": name, "parameters": params, "updates": int(done[-1]) if done else None,
-           "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
-    for beam in (5, 1):
-        for batch in (64, 1):
-            out = os.path.join(work, name, f"beam{beam}-b{batch}")
-            r = subprocess.run(["seqkit-generate", f"path={ck}", f"task.data={data}", "gen_subset=test",
-                                f"generation.beam={beam}", f"batch_size={batch}", f"results_path={out}",
-                                "common.threads=2"], capture_output=True, text=True, check=True)
-            speed = float(re.search(r"\(([\d.]+) sentences/s\)", r.stderr).group(1))
-            row[f"beam{beam}_b{batch}_sent_per_s"] = speed
-            if batch == 64:
-                s = subprocess.run(["seqkit-score", f"hyp={out}/generate-test.txt", "metrics=[bleu,chrf]",
-                                    "output_format=json"], capture_output=True, text=True, check=True)
-                scores = {m["metric"]: m["score"] for m in map(json.loads, s.stdout.splitlines())}
-                row[f"beam{beam}_bleu"], row[f"beam{beam}_chrf"] = scores["bleu"], round(scores["chrf"], 2)
-    print(json.dumps(row), flush=True)
-    rows.append(row)
-with open(os.path.join(work, "results.jsonl"), "a", encoding="utf-8") as f:
-    for row in rows:
-        f.write(json.dumps(row) + "\n")
 
-teacher = next((r for r in rows if r["model"] == "teacher"), None)
-lines = ["| model | parameters | updates | BLEU beam 5 | BLEU greedy | chrF2 beam 5 | chrF2 greedy | "
-         "sent/s b64 beam 5 | b64 greedy | b1 beam 5 | b1 greedy |", "| --- |" + " --- |" * 10]
-for r in rows:
-    cells = [r["model"], f"{r['parameters']:,}", f"{r['updates']:,}" if r["updates"] else "-",
-             r["beam5_bleu"], r["beam1_bleu"], r["beam5_chrf"], r["beam1_chrf"]]
-    for key in ("beam5_b64", "beam1_b64", "beam5_b1", "beam1_b1"):
-        v = r[f"{key}_sent_per_s"]
-        ratio = f" ({v / teacher['beam5_' + key.split('_')[1] + '_sent_per_s']:.2f}x)" if teacher else ""
-        cells.append(f"{v}{ratio}")
-    lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-note = "speed ratios: against the teacher at beam 5 and the same batch size"
-with open(os.path.join(work, "results.md"), "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n\n" + note + "\n")
-print("\n".join(lines))
+def sh(cmd):
+    """Run ``cmd``; its stderr's tail and exit on failure."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return r
+
+
+def generate(ck, data, split, out, beam, batch, threads=2):
+    """seqkit-generate of checkpoint ``ck`` on ``split`` of ``data`` into ``out``; returns its speed,
+    sentences (or examples) per second."""
+    r = sh(["seqkit-generate", f"path={ck}", f"task.data={data}", f"gen_subset={split}", f"generation.beam={beam}",
+            f"batch_size={batch}", f"results_path={out}", f"common.threads={threads}"])
+    return float(re.search(r"\(([\d.]+) (?:sentences|examples)/s\)", r.stderr).group(1))
+
+
+def score(hyp, metrics=None):
+    """seqkit-score of ``hyp`` (``metrics``: a list, or None for the task's default): {metric: score}."""
+    s = sh(["seqkit-score", f"hyp={hyp}"] + ([f"metrics=[{','.join(metrics)}]"] if metrics else [])
+           + ["output_format=json"])
+    return {m["metric"]: m["score"] for m in map(json.loads, s.stdout.splitlines())}
+
+
+def main():
+    work, names = sys.argv[1], sys.argv[2:]
+    data = os.path.join(work, "data-bin")
+    rows = []
+    for name in names:
+        ck = os.path.join(work, name, "checkpoints", "checkpoint_best.pt")
+        if not os.path.isfile(ck):
+            print(f"evaluate.py: {ck} not found: skipped", file=sys.stderr)
+            continue
+        state = torch.load(ck, map_location="cpu", weights_only=False)
+        params = sum(t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor"))
+        log = open(os.path.join(work, name, "train.log"), encoding="utf-8").read()
+        done = re.findall(r"\| done: .*?; (\d+) updates", log)
+        row = {"model": name, "parameters": params, "updates": int(done[-1]) if done else None,
+               "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+        for beam in (5, 1):
+            for batch in (64, 1):
+                out = os.path.join(work, name, f"beam{beam}-b{batch}")
+                row[f"beam{beam}_b{batch}_sent_per_s"] = generate(ck, data, "test", out, beam, batch)
+                if batch == 64:
+                    scores = score(f"{out}/generate-test.txt", ["bleu", "chrf"])
+                    row[f"beam{beam}_bleu"], row[f"beam{beam}_chrf"] = scores["bleu"], round(scores["chrf"], 2)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    with open(os.path.join(work, "results.jsonl"), "a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+    teacher = next((r for r in rows if r["model"] == "teacher"), None)
+    lines = ["| model | parameters | updates | BLEU beam 5 | BLEU greedy | chrF2 beam 5 | chrF2 greedy | "
+             "sent/s b64 beam 5 | b64 greedy | b1 beam 5 | b1 greedy |", "| --- |" + " --- |" * 10]
+    for r in rows:
+        cells = [r["model"], f"{r['parameters']:,}", f"{r['updates']:,}" if r["updates"] else "-",
+                 r["beam5_bleu"], r["beam1_bleu"], r["beam5_chrf"], r["beam1_chrf"]]
+        for key in ("beam5_b64", "beam1_b64", "beam5_b1", "beam1_b1"):
+            v = r[f"{key}_sent_per_s"]
+            ratio = f" ({v / teacher['beam5_' + key.split('_')[1] + '_sent_per_s']:.2f}x)" if teacher else ""
+            cells.append(f"{v}{ratio}")
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    note = "speed ratios: against the teacher at beam 5 and the same batch size"
+    with open(os.path.join(work, "results.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n\n" + note + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
