@@ -13,29 +13,14 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from hf_fixtures import make_gpt2, toy_english  # noqa: E402
+from hf_fixtures import toy_english  # noqa: E402
 from test_bad_input import assert_one_line_error  # noqa: E402
 
 from seqkit.cli.export import main as export_cli  # noqa: E402
 from seqkit.cli.import_hf import main as import_cli  # noqa: E402
+from test_hf import gpt2, hf_ids  # noqa: E402,F401  (an imported tiny GPT-2: a fixture)
 
 PROMPTS = ["a dog runs in the park", "the cat sleeps", "where is my"]
-
-
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory):
-    """(HF folder, imported seqkit checkpoint)."""
-    from seqkit.hf.convert import import_folder
-
-    root = tmp_path_factory.mktemp("gpt2")
-    folder = make_gpt2(str(root / "hf"), toy_english())
-    return folder, import_folder(folder, str(root / "gpt2.pt"))
-
-
-def hf_ids(path):
-    from seqkit.training import checkpoints
-
-    return checkpoints.load(path)["hf"]["vocab"]["hf_ids"]
 
 
 def hf_log2probs(hf, prompt, continuation):

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -25,7 +24,9 @@ from seqkit.training.config import TrainConfig
 from seqkit.training.progress import drop_records_after
 from seqkit.training.trainer import Trainer
 
-from transfer_fixtures import WORDS, make_text, pretrain
+from test_probe import write_tagged  # noqa: E402  (a tagged corpus of transfer_fixtures' words)
+from test_trainer import data_dir  # noqa: E402,F401  (the toy corpus, binarized: a fixture)
+from transfer_fixtures import make_text, pretrain
 
 seqkit.import_builtin_components()
 
@@ -107,16 +108,6 @@ def test_only_this_destinations_stale_staging_folders_are_removed(tmp_path, monk
 
 
 # -- training: the log of a resumed run ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("resume_log")
-    make_corpus(str(root / "raw"), n_train=120, n_valid=20, n_test=10)
-    raw = str(root / "raw")
-    preprocess(PreprocessConfig(source_lang="de", target_lang="en", trainpref=f"{raw}/train", validpref=f"{raw}/valid",
-                                destdir=str(root / "bin"), tokenizer=SpaceConfig()))
-    return str(root / "bin")
-
-
 def make_cfg(data_dir, save_dir, *extra):
     overrides = [f"task.data={data_dir}", f"checkpoint.save_dir={save_dir}", "model=transformer_tiny",
                  "model.dropout=0.1", "dataset.max_tokens=200", "lr_scheduler.warmup_updates=5",
@@ -208,15 +199,6 @@ def test_lstm_layers_are_built_once_and_draw_nothing():
     assert len(out) == 3 and torch.equal(out[0], x)
     torch.testing.assert_close(out[-1], top)
     assert all(torch.equal(a, b) for a, b in zip(out, again))
-
-
-def write_tagged(path, n, seed):
-    rng = np.random.default_rng(seed)
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(n):
-            for w in rng.choice(WORDS, size=rng.integers(3, 8)):
-                f.write(f"{w} {'A' if int(w[1:]) < 4 else 'B' if int(w[1:]) < 8 else 'C'}\n")
-            f.write("\n")
 
 
 def test_two_probe_runs_agree_whatever_ran_between(tmp_path):
