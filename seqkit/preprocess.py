@@ -230,6 +230,9 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
     langs = _check_config(cfg) if cfg.task == "translation" else [LM_KEY] if lm else []
     if cfg.vocab_from and cfg.task == "translation":
         raise SeqkitError("vocab_from= applies to task=classification, tagging and language_modeling")
+    if cfg.carve_valid > 0 and cfg.task in ("translation", "language_modeling"):
+        raise SeqkitError("carve_valid= applies to task=classification and tagging (translation and language "
+                          "models have validation files of their own: validpref=)")
     tok_cfg = tokenizer_config(cfg.tokenizer)  # a bad tokenizer config fails before any reading
     dest = os.path.abspath(cfg.destdir)
     if os.path.exists(dest) and not os.path.isdir(dest):

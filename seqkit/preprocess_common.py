@@ -58,6 +58,11 @@ class PreprocessConfig:
     label_column: str = arg("label", "classification: TSV column holding the label (a split without it is unlabelled)")
     word_column: int = arg(0, "tagging: CoNLL column holding the word (negative: from the end)")
     tag_column: int = arg(-1, "tagging: CoNLL column holding the tag (negative: from the end)")
+    carve_valid: float = arg(0.0, "classification / tagging: hold out this share of the training examples as "
+                                  "split `valid` (chosen by carve_seed; the tokenizer and dictionary learn from "
+                                  "the rest); the validpref splits then become valid1, valid2, ... (GLUE: choose "
+                                  "on the carved split, report the official dev once)", ge=0.0, lt=1.0)
+    carve_seed: int = arg(1, "classification / tagging: the seed that picks carve_valid's examples")
     vocab_from: Optional[str] = arg(None, "classification / tagging / language_modeling: reuse the tokenizer and "
                                           "dictionary of this pretraining checkpoint or language_modeling folder "
                                           "instead of learning new ones (for model=pretrained_classifier / "
@@ -69,7 +74,8 @@ def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:
     out = [("train", cfg.trainpref)]
     for base, prefs in (("valid", cfg.validpref), ("test", cfg.testpref)):
         parts = [p.strip() for p in str(prefs or "").split(",") if p.strip()]
-        out += [(base if i == 0 else f"{base}{i}", p) for i, p in enumerate(parts)]
+        shift = 1 if base == "valid" and getattr(cfg, "carve_valid", 0) > 0 else 0  # `valid` is the carved split
+        out += [(base if i + shift == 0 else f"{base}{i + shift}", p) for i, p in enumerate(parts)]
     return out
 
 

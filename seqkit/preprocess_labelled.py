@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
@@ -56,7 +57,28 @@ def read_splits(cfg: Any) -> Dict[str, LabelledSplit]:
     if data["train"].labels is None:
         what = f"column {cfg.label_column!r}" if cfg.task == "classification" else "tag column"
         raise SeqkitError(f"{data['train'].path}: the training split has no labels ({what})")
+    if cfg.carve_valid > 0:
+        train, valid = carve(data["train"], cfg.carve_valid, cfg.carve_seed)
+        data = {"train": train, "valid": valid, **{k: v for k, v in data.items() if k != "train"}}
     return data
+
+
+def carve(train: LabelledSplit, share: float, seed: int) -> Tuple[LabelledSplit, LabelledSplit]:
+    """(rest, held out): round(share x n) training examples picked by ``seed``, both in file order."""
+    n = len(train.texts)
+    k = round(share * n)
+    if not 0 < k < n:
+        raise SeqkitError(f"carve_valid={share} holds out {k} of {n} training examples: choose a share that "
+                          "leaves both splits non-empty")
+    held = set(random.Random(seed).sample(range(n), k))
+
+    def part(keep: bool) -> LabelledSplit:
+        idx = [i for i in range(n) if (i in held) == keep]
+        return LabelledSplit(train.path, [train.texts[i] for i in idx], [train.labels[i] for i in idx],
+                             [train.lines[i] for i in idx] if train.lines else [], train.label_path)
+
+    log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid", share, seed, k, n)
+    return part(False), part(True)
 
 
 def label_set(train: LabelledSplit) -> List[str]:
@@ -151,6 +173,8 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
             "tokenizer": to_plain(tok_cfg),
             "vocab_from": cfg.vocab_from,
             "splits": {split: len(sp.texts) for split, sp in data.items()},
+            "carved": {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed,
+                       "from": data["train"].path} if cfg.carve_valid > 0 else None,
             "stats": stats,
         }
         atomic_write_text(os.path.join(out, "preprocess.json"), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -40,7 +40,9 @@ log = logging.getLogger("seqkit.probe")
 class ProbeConfig:
     path: str = arg("", "pretraining checkpoint whose layers are probed (required)")
     data: str = arg("", "tagging or classification folder binarized with the checkpoint's vocabulary (required)")
-    split: str = arg("valid", "the split the probes are scored on (trained on train)")
+    split: str = arg("valid", "the split the probes are scored on (trained on train): where a layer is chosen")
+    report: str = arg("", "also score every probe on this split (e.g. test: CoNLL's testb), once; the summary "
+                          "names the layer best on `split` and its score here, the figure to quote")
     layers: List[int] = arg(help="the layers to probe (empty: all; 0 = the embeddings)", factory=list)
     random_init: bool = arg(False, "probe the checkpoint's architecture with fresh random weights instead "
                                    "(the baseline every layer should beat)")
@@ -319,14 +321,25 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
     pooling = pooling if pooling in ("first", "last", "mean") else "mean"
     train_x, train_y, train_types = _vectors(model, data.load_dataset("train"), chosen, data.per_token, pooling,
                                              cfg.max_train)
+    if cfg.report == cfg.split:
+        raise SeqkitError(f"report={cfg.report} is the split layers are chosen on: report another (e.g. test)")
     test_x, test_y, test_types = _vectors(model, data.load_dataset(cfg.split), chosen, data.per_token, pooling, 0)
+    n_test = len(test_y)
+    rep_types: List[Tuple[int, ...]] = []
+    if cfg.report:  # scored by the same probes: their vectors follow the chosen split's
+        rep_x, rep_y, rep_types = _vectors(model, data.load_dataset(cfg.report), chosen, data.per_token, pooling, 0)
+        test_x = [torch.cat([a, b]) for a, b in zip(test_x, rep_x)]
     K = len(data.labels)
     control = cfg.control and data.per_token
     if control:
         counts = np.bincount(train_y.numpy(), minlength=K).astype(np.float64)
         table = control_labels(train_types + test_types, counts, cfg.seed)
+        # the report split's new types drawn apart, so the chosen split's figures do not depend on it
+        table.update(control_labels([t for t in rep_types if t not in table], counts, cfg.seed + 1))
+        test_types = test_types + rep_types
         ctrl_train = torch.tensor([table[t] for t in train_types])
-        ctrl_test = torch.tensor([table[t] for t in test_types])
+        ctrl_all = torch.tensor([table[t] for t in test_types])
+        ctrl_test = ctrl_all[:n_test]
         ctrl_common = most_frequent(ctrl_train)
     out: Dict[str, Any] = {
         "checkpoint": os.path.abspath(cfg.path), "random_init": cfg.random_init, "data": os.path.abspath(cfg.data),
@@ -334,6 +347,8 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         "train_vectors": len(train_y), "test_vectors": len(test_y), "majority": majority(train_y, test_y),
         "layers": [],
     }
+    if cfg.report:
+        out.update(report=cfg.report, report_vectors=len(rep_y), report_majority=majority(train_y, rep_y))
     common = most_frequent(train_y)
     out["common_label"] = data.labels[common]
 
@@ -341,12 +356,18 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         """The task's probe and its control's on these vectors: accuracy, the accuracy off the common
         label (``rare_``), their selectivities, into ``row``; the mix's weights (or None)."""
         pred, weights = train_probe(xs, train_y, ts, K, cfg)
-        row["accuracy"], row["rare_accuracy"] = scores(pred, test_y, common)
+        row["accuracy"], row["rare_accuracy"] = scores(pred[:n_test], test_y, common)
+        if cfg.report:
+            row["report_accuracy"], row["report_rare_accuracy"] = scores(pred[n_test:], rep_y, common)
         if control:
             pred, control_weights = train_probe(xs, ctrl_train, ts, K, cfg)
-            row["control"], row["rare_control"] = scores(pred, ctrl_test, ctrl_common)
+            row["control"], row["rare_control"] = scores(pred[:n_test], ctrl_test, ctrl_common)
             row["selectivity"] = round(row["accuracy"] - row["control"], 2)
             row["rare_selectivity"] = round(row["rare_accuracy"] - row["rare_control"], 2)
+            if cfg.report:
+                row["report_control"], row["report_rare_control"] = scores(pred[n_test:], ctrl_all[n_test:],
+                                                                          ctrl_common)
+                row["report_selectivity"] = round(row["report_accuracy"] - row["report_control"], 2)
             if control_weights is not None:
                 row["control_weights"] = control_weights
         return weights
@@ -363,6 +384,12 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         mix["weights"] = probe(mix, [train_x[j] for j in same], [test_x[j] for j in same])
         log.info("scalar mix: %s", mix)
         out["mix"] = mix
+    if cfg.report:  # the layer is chosen on `split`; its `report` figures are the ones to quote
+        best = max(out["layers"], key=lambda r: r["accuracy"])
+        out["chosen"] = {"layer": best["layer"], "chosen_on": cfg.split, "accuracy_there": best["accuracy"],
+                         **{k: v for k, v in best.items() if k.startswith("report_")}}
+        log.info("layer chosen on %s: %s; on %s: %s", cfg.split, best["layer"], cfg.report,
+                 {k[7:]: v for k, v in out["chosen"].items() if k.startswith("report_")})
     if cfg.output:
         from seqkit.io import atomic_write_text
 
@@ -391,4 +418,10 @@ def table_markdown(r: Dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"majority label ({common}): {r['majority']}; {r['train_vectors']:,} training and "
                  f"{r['test_vectors']:,} {r['split']} vectors; {'random weights' if r['random_init'] else 'trained weights'}")
+    if "chosen" in r:
+        c = r["chosen"]
+        lines.append("")
+        lines.append(f"chosen on {r['split']}: layer {c['layer']} ({c['accuracy_there']}); on {r['report']} "
+                     f"({r['report_vectors']:,} vectors, majority {r['report_majority']}): "
+                     + ", ".join(f"{k[7:]} {v}" for k, v in c.items() if k.startswith("report_")))
     return "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ from label_fixtures import (  # noqa: F401  (fixtures are used by name)
     sentence,
     single,
     single_rows,
+    spm,
     tagged,
     tagged_ckpt,
     tagged_sentences,
@@ -66,6 +67,42 @@ def test_single_sentence_tsv_layout(single):
         assert tok.decode(d.string(inputs[i][1:-1])) == text
         assert stored[i].tolist() == [labels.index(label)]
     assert (dest / "test.text.txt").read_text().splitlines() == [s for s, _ in rows["test"]]
+
+
+def test_carve_valid_holds_out_seeded_training_examples(single, tmp_path, run_cli):
+    """carve_valid: a seeded share of train becomes `valid`, the official dev file becomes valid1; the same seed gives the same split, another seed another."""
+    root, rows = single
+    common = ["task=classification", f"trainpref={root}/train", f"validpref={root}/dev.tsv", *spm()]
+
+    def carved(seed):
+        dest = tmp_path / f"carved{seed}"
+        preprocess([*common, "carve_valid=0.1", f"carve_seed={seed}", f"destdir={dest}", "overwrite=true"])
+        return dest, json.loads((dest / "preprocess.json").read_text())
+
+    dest, meta = carved(1)
+    assert meta["splits"] == {"train": 81, "valid": 9, "valid1": 15}
+    assert meta["carved"] == {"split": "valid", "share": 0.1, "seed": 1, "from": str(root / "train.tsv")}
+    train_text = (dest / "train.text.txt").read_text().splitlines()
+    held = (dest / "valid.text.txt").read_text().splitlines()
+    everything = [s for s, _ in rows["train"]]
+    assert sorted(train_text + held) == sorted(everything) and len(held) == 9
+    assert held == [s for s in everything if s in held]  # file order kept
+    # the held-out labels travel with their sentences; the official dev file is valid1, unchanged
+    labels = ["neg", "neu", "pos"]
+    by_text = dict(rows["train"])
+    assert [labels[x[0]] for x in map(list, IndexedDataset(str(dest / "valid.label")))] == [by_text[s] for s in held]
+    assert (dest / "valid1.text.txt").read_text().splitlines() == [s for s, _ in rows["dev"]]
+    assert (dest / "dict.label.txt").read_text().startswith("neg ")
+    assert carved(1)[1]["splits"] == meta["splits"]
+    assert (tmp_path / "carved1" / "valid.text.txt").read_text().splitlines() == held
+    assert (carved(2)[0] / "valid.text.txt").read_text().splitlines() != held
+    # translation has its own validation files: one line, nothing written
+    r = run_cli(preprocess, ["task=translation", "source_lang=de", "target_lang=en", f"trainpref={root}/x",
+                             "carve_valid=0.05", f"destdir={tmp_path / 'mt'}"])
+    assert r.code == 1 and "carve_valid= applies to task=classification and tagging" in r.err
+    assert "Traceback" not in r.err and not (tmp_path / "mt").exists()
+    r = run_cli(preprocess, [*common, "carve_valid=1.5", f"destdir={tmp_path / 'big'}"])
+    assert r.code != 0 and "carve_valid" in r.err and "Traceback" not in r.err
 
 
 def test_pair_tsv_with_bom_layout_and_segments(pairs):

@@ -169,3 +169,33 @@ def test_seqkit_probe_end_to_end(bodies, run_cli, tmp_path):
                                 tokenizer=SpaceConfig()))
     r = run_cli(probe, [f"path={ckpts['bert']}", f"data={tmp_path / 'own-bin'}", "random_init=true"])
     one_line_error(r, "seqkit-probe", "another dictionary", log_lines_allowed=True)
+
+
+def test_a_layer_is_chosen_on_one_split_and_reported_on_another(bodies, run_cli, tmp_path):
+    """report=test: the same probes score a second split; the chosen split's figures are those of a
+    run without it, and the summary names the layer best there with its figures on the other."""
+    from seqkit.cli.probe import main as probe
+    from seqkit.preprocess import PreprocessConfig, preprocess
+
+    _, ckpts = bodies
+    for name, n, seed in (("train", 80, 0), ("valid", 20, 1), ("test", 20, 2)):
+        write_tagged(tmp_path / f"{name}.conll", n, seed)
+    preprocess(PreprocessConfig(task="tagging", trainpref=str(tmp_path / "train.conll"),
+                                validpref=str(tmp_path / "valid.conll"), testpref=str(tmp_path / "test.conll"),
+                                destdir=str(tmp_path / "bin"), tokenizer=SpaceConfig(), vocab_from=str(ckpts["gpt"])))
+    common = [f"path={ckpts['gpt']}", f"data={tmp_path / 'bin'}", "epochs=5", "threads=1", "random_init=true"]
+    results = {}
+    for tag, extra in (("alone", []), ("both", ["report=test"])):
+        r = run_cli(probe, [*common, f"output={tmp_path / tag / 'r.json'}", *extra])
+        assert r.code == 0, r.err
+        results[tag] = json.loads((tmp_path / tag / "r.json").read_text())
+    keys = ("accuracy", "rare_accuracy", "control", "selectivity")
+    alone, both = results["alone"], results["both"]
+    assert [[row[k] for k in keys] for row in both["layers"]] == [[row[k] for k in keys] for row in alone["layers"]]
+    assert all("report_accuracy" in row and "report_selectivity" in row for row in both["layers"])
+    best = max(both["layers"], key=lambda row: row["accuracy"])
+    assert both["chosen"]["layer"] == best["layer"] and both["chosen"]["chosen_on"] == "valid"
+    assert both["chosen"]["report_accuracy"] == best["report_accuracy"] and both["report_vectors"] > 0
+    assert "chosen on valid: layer" in (tmp_path / "both" / "r.md").read_text()
+    r = run_cli(probe, [*common, "report=valid"])
+    one_line_error(r, "seqkit-probe", "report=valid", log_lines_allowed=True)

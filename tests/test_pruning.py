@@ -196,3 +196,27 @@ def test_bad_pruning_input_is_one_line(toy_data, translation_ckpt, run_cli, tmp_
     r = run_cli(prune, [f"path={lstm / 'checkpoint_last.pt'}", f"output={tmp_path / 'x.pt'}", f"data={data}"])
     one_line_error(r, "seqkit-prune", "head pruning takes Transformer models", log_lines_allowed=True)
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_the_sweep_scores_the_split_asked_and_keeps_each_rounds_log(toy_data, translation_ckpt, tmp_path):  # noqa: F811
+    """examples/pruning/sweep.py: a selection sweep on valid (``--split valid``, a step of its own)
+    writes rows that name their split and step, and each seqkit-prune's log with every round."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, data = toy_data
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    out = tmp_path / "sweep"
+    r = subprocess.run([sys.executable, str(root / "examples" / "pruning" / "sweep.py"), str(translation_ckpt),
+                        str(data), str(out), "--shares", "0,0.25", "--methods", "heads", "--split", "valid",
+                        "--step", "0.125", "--threads", "1"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(x["split"], x["step"], x["heads_removed"]) for x in rows] == [("valid", 0.125, 0), ("valid", 0.125, 6)]
+    log = (out / "heads-0.25" / "prune.log").read_text()
+    assert log.count("round: 3 heads removed") == 2  # 6 of 24 heads in rounds of 12.5%: the order is kept
+    assert (out / "heads-0" / "b64" / "generate-valid.txt").exists()

@@ -3,7 +3,9 @@
 #   bash examples/classification/run.sh WORK_DIR CONFIG [key=value ...]
 # CONFIG is a config_*.yaml of a dataset folder (sst2/, rte/); that folder's prepare.sh makes the
 # data. Extra key=value settings go to seqkit-train. GLUE's test labels are hidden: test gets
-# predictions only.
+# predictions only. Choose on one split, report on another: a seeded 5% of train is held out
+# (CARVE=0.05, carve_seed 1: split valid) and picks checkpoint_best; GLUE's dev (split valid1) is
+# scored once, at that checkpoint. CARVE=0 chooses on dev itself (the protocol before 2026-11-27).
 set -euo pipefail
 work="$1"
 config="$2"
@@ -11,13 +13,14 @@ shift 2
 dataset_dir="$(cd "$(dirname "$config")" && pwd)"
 mkdir -p "$work"
 
-[[ -f "$work/data-bin/preprocess.json" ]] || bash "$dataset_dir/prepare.sh" "$work/data-bin"
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$dataset_dir/prepare.sh" "$work/data-bin" carve_valid="${CARVE:-0.05}"
+dev=valid; [[ -f "$work/data-bin/valid1.input.idx" ]] && dev=valid1   # GLUE's dev, beside a carved valid
 
 seqkit-train --config "$config" task.data="$work/data-bin" checkpoint.save_dir="$work/checkpoints" "$@" \
   2>&1 | tee "$work/train.log"
 
-for split in valid test; do
+for split in $dev test; do
   seqkit-generate path="$work/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=$split \
     batch_size=64 results_path="$work/predict" 2>&1 | tee "$work/predict_$split.log"
 done
-seqkit-score hyp="$work/predict/generate-valid.txt" | tee "$work/score_valid.txt"
+seqkit-score hyp="$work/predict/generate-$dev.txt" | tee "$work/score_dev.txt"

@@ -2,11 +2,15 @@
 table (seqkit-prune, seqkit-generate and seqkit-score, each in its own process, one at a time).
 
     python examples/pruning/sweep.py CHECKPOINT DATA OUT_DIR [--shares 0,0.1,...] [--methods heads,magnitude]
+        [--split SPLIT] [--step 0.1]
 
-Translation checkpoints: BLEU and chrF2 on the test split at beam 5, sentences/s at batch 64 and 1.
-Classification checkpoints: accuracy on the valid split, examples/s at batch 64.
-Writes OUT_DIR/results.jsonl (one row per method and share), results.md and, with matplotlib,
-pruning.png (seqkit-plot pruning)."""
+Choose on one split, report on another: head importance is measured on DATA's `valid` split; a
+method's settings (--step, the methods) are compared with --split valid and the chosen ones run
+once on the reported split. Translation: BLEU and chrF2 at beam 5 (reported split: test),
+sentences/s at batch 64 and 1. Classification: accuracy (reported split: valid1, GLUE's dev in a
+folder prepared with carve_valid=, else valid), examples/s at batch 64.
+Writes OUT_DIR/results.jsonl (one row per method and share), results.md, each seqkit-prune's log
+(OUT_DIR/TAG/prune.log: the heads removed in each round) and, with matplotlib, pruning.png."""
 
 import argparse
 import json
@@ -28,16 +32,20 @@ p.add_argument("out")
 p.add_argument("--shares", default="0,0.1,0.2,0.3,0.4,0.5,0.6")
 p.add_argument("--methods", default="heads,magnitude")
 p.add_argument("--threads", type=int, default=2)
+p.add_argument("--split", help="the split scored (default: test for translation; valid1 if DATA has it, else valid)")
+p.add_argument("--step", type=float, help="seqkit-prune step= for method heads (default: seqkit-prune's)")
 args = p.parse_args()
 os.makedirs(args.out, exist_ok=True)
 state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
 translation = state["cfg"]["task"]["name"] == "translation"
 del state
+split = args.split or ("test" if translation else
+                       "valid1" if os.path.exists(os.path.join(args.data, "valid1.input.idx")) else "valid")
+print(f"scoring split {split}; head importance on {args.data}'s valid split", file=sys.stderr)
 
 
 def evaluate(ck, tag):
-    row = {}
-    split = "test" if translation else "valid"
+    row = {"split": split}
     for batch in (64, 1) if translation else (64,):
         out = os.path.join(args.out, tag, f"b{batch}")
         row[f"per_s_b{batch}"] = generate(ck, args.data, split, out, 5, batch, args.threads)
@@ -57,8 +65,12 @@ for method in args.methods.split(","):
         if share > 0:
             ck = os.path.join(args.out, f"{tag}.pt")
             t0 = time.time()
+            step = [f"step={args.step}"] if args.step is not None and method == "heads" else []
             r = sh(["seqkit-prune", f"path={args.checkpoint}", f"output={ck}", f"method={method}", f"share={share}",
-                    f"threads={args.threads}", f"data={args.data}"])
+                    f"threads={args.threads}", f"data={args.data}", "subset=valid", *step])
+            os.makedirs(os.path.join(args.out, tag), exist_ok=True)
+            with open(os.path.join(args.out, tag, "prune.log"), "w", encoding="utf-8") as f:
+                f.write(r.stderr)
             info = r.stderr.strip().splitlines()[-1].split("| ")[-1]
             prune_s = round(time.time() - t0, 1)
         pruned = torch.load(ck, map_location="cpu", weights_only=False)
@@ -67,7 +79,7 @@ for method in args.methods.split(","):
         params = sum(t.numel() for t in unique)
         nonzero = sum(int(t.count_nonzero()) for t in unique if t.is_floating_point())
         heads = sum(len(h) for h in pruned["cfg"]["model"].get("pruned_heads", {}).values())
-        row = {"method": method, "share": share, "parameters": params, "nonzero": nonzero, "heads_removed": heads,
+        row = {"method": method, "share": share, "step": args.step, "parameters": params, "nonzero": nonzero, "heads_removed": heads,
                "prune_s": prune_s if share > 0 else 0.0, "seqkit_prune": info, **evaluate(ck, tag),
                "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
         print(json.dumps(row), flush=True)

@@ -2,22 +2,31 @@
 trainable-parameter line's figures, the best checkpoint's size (the file, and the model tensors it
 holds: what serving needs next to the base) and the wall time. With --base CK (in-context
 classification: nothing trained, nothing saved) the row counts CK's parameters, none of them trained.
-Usage: python row.py RUN_DIR TASK BODY MODE SECONDS [LEARNING_RATE | --base CK]"""
+The row also names the split the epoch was chosen on, the chosen epoch and its score there (the
+validation lines of train.log), and the seed.
+Usage: python row.py RUN_DIR TASK BODY MODE SECONDS [LEARNING_RATE | --base CK] [--seed N]"""
 
+import argparse
 import json
 import os
 import re
-import sys
 
 import torch
 
-run, task, body, mode, seconds = sys.argv[1:6]
-base = sys.argv[7] if sys.argv[6:7] == ["--base"] else None
-rate = float(sys.argv[6]) if len(sys.argv) > 6 and not base else None
+ap = argparse.ArgumentParser()
+for name in ("run", "task", "body", "mode", "seconds"):
+    ap.add_argument(name)
+ap.add_argument("rate", nargs="?", type=float)
+ap.add_argument("--base")
+ap.add_argument("--seed", type=int, default=1)
+args = ap.parse_args()
+run, task, body, mode, seconds, base, rate = (args.run, args.task, args.body, args.mode, args.seconds, args.base,
+                                              args.rate)
 score = open(os.path.join(run, "score.txt"), encoding="utf-8").read()
 metric = "f1" if task == "conll" else "accuracy"
 found = re.search(r"^accuracy = ([\d.]+)", score, re.M) if metric == "accuracy" else re.search(
     r"^entity_f1 = ([\d.]+)", score, re.M)
+chosen = {}
 if base:  # nothing trained: the base's parameters, no file of the row's own
     state = torch.load(base, map_location="cpu", weights_only=False)
     # each tensor once: a tied output matrix is saved as the embedding's storage
@@ -30,6 +39,12 @@ else:
     trainable, total = (int(x.replace(",", "")) for x in re.search(
         r"trainable parameters: ([\d,]+) of ([\d,]+)", log).groups())
     updates = re.findall(r"\| update (\d+) \|", log)
+    # the validation score of each epoch (the split checkpoint_best is chosen on); the first best wins
+    by_epoch = [(int(e), float(v)) for e, v in re.findall(rf"\[valid\] epoch (\d+) \|.*?\| {metric} ([\d.]+)", log)]
+    if by_epoch:
+        epoch, value = max(by_epoch, key=lambda ev: (ev[1], -ev[0]))
+        chosen = {"chosen_on": "testa" if task == "conll" else "valid (5% carved from train)",
+                  "chosen_epoch": epoch, "chosen_score": value, "valid_by_epoch": [v for _, v in by_epoch]}
     # what serving needs: the model tensors the checkpoint holds (the file also holds the optimizer's state)
     best = os.path.join(run, "checkpoints", "checkpoint_best.pt")
     state = torch.load(best, map_location="cpu", weights_only=True)
@@ -38,5 +53,6 @@ else:
 print(json.dumps({
     "task": task, "body": body, "mode": mode, metric: float(found.group(1)) if found else None,
     "trainable": trainable, "total": total, "checkpoint_bytes": checkpoint_bytes, "weights_bytes": weights,
-    "updates": int(updates[-1]) if updates else 0, "wall_s": int(seconds), "lr": rate,
+    "updates": int(updates[-1]) if updates else 0, "wall_s": int(seconds), "lr": rate, "seed": args.seed,
+    **chosen,
 }))

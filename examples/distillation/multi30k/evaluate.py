@@ -1,7 +1,8 @@
-"""Score and time the teacher and the students of run.sh on test_2016_flickr: BLEU and chrF2 at
-beam 5 and greedy (batch 64), and sentences/s at batch 64 and batch 1 for both searches, each
-model's checkpoint_best. Appends to WORK_DIR/results.jsonl and rewrites WORK_DIR/results.md.
-Usage: python evaluate.py WORK_DIR MODEL_DIR_NAME ...
+"""Score and time the teacher and the students of run.sh: BLEU and chrF2 at beam 5 and greedy
+(batch 64) on valid (where choices are made) and test_2016_flickr (reported), and sentences/s on
+test at batch 64 and batch 1 for both searches, each the median of REPEATS runs (default 3; every
+run kept in the row), each model's checkpoint_best. Appends to WORK_DIR/results.jsonl and rewrites
+WORK_DIR/results.md. Usage: [REPEATS=3] python evaluate.py WORK_DIR MODEL_DIR_NAME ...
 Every seqkit-generate runs in its own process, one after another (nothing else should run).
 
 ``generate`` and ``score`` are also the pruning sweep's (examples/pruning/sweep.py)."""
@@ -9,6 +10,7 @@ Every seqkit-generate runs in its own process, one after another (nothing else s
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +43,7 @@ def score(hyp, metrics=None):
 
 def main():
     work, names = sys.argv[1], sys.argv[2:]
+    repeats = int(os.environ.get("REPEATS", "3"))
     data = os.path.join(work, "data-bin")
     rows = []
     for name in names:
@@ -55,9 +58,15 @@ def main():
         row = {"model": name, "parameters": params, "updates": int(done[-1]) if done else None,
                "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
         for beam in (5, 1):
+            out = os.path.join(work, name, f"beam{beam}-valid")
+            generate(ck, data, "valid", out, beam, 64)
+            scores = score(f"{out}/generate-valid.txt", ["bleu", "chrf"])
+            row[f"valid_beam{beam}_bleu"], row[f"valid_beam{beam}_chrf"] = scores["bleu"], round(scores["chrf"], 2)
             for batch in (64, 1):
                 out = os.path.join(work, name, f"beam{beam}-b{batch}")
-                row[f"beam{beam}_b{batch}_sent_per_s"] = generate(ck, data, "test", out, beam, batch)
+                runs = [generate(ck, data, "test", out, beam, batch) for _ in range(repeats)]
+                row[f"beam{beam}_b{batch}_sent_per_s"] = statistics.median(runs)
+                row[f"beam{beam}_b{batch}_runs"] = runs
                 if batch == 64:
                     scores = score(f"{out}/generate-test.txt", ["bleu", "chrf"])
                     row[f"beam{beam}_bleu"], row[f"beam{beam}_chrf"] = scores["bleu"], round(scores["chrf"], 2)
@@ -68,17 +77,20 @@ def main():
             f.write(json.dumps(row) + "\n")
 
     teacher = next((r for r in rows if r["model"] == "teacher"), None)
-    lines = ["| model | parameters | updates | BLEU beam 5 | BLEU greedy | chrF2 beam 5 | chrF2 greedy | "
-             "sent/s b64 beam 5 | b64 greedy | b1 beam 5 | b1 greedy |", "| --- |" + " --- |" * 10]
+    lines = ["| model | parameters | updates | valid BLEU beam 5 | valid BLEU greedy | BLEU beam 5 | BLEU greedy "
+             "| chrF2 beam 5 | chrF2 greedy | sent/s b64 beam 5 | b64 greedy | b1 beam 5 | b1 greedy |",
+             "| --- |" + " --- |" * 12]
     for r in rows:
         cells = [r["model"], f"{r['parameters']:,}", f"{r['updates']:,}" if r["updates"] else "-",
-                 r["beam5_bleu"], r["beam1_bleu"], r["beam5_chrf"], r["beam1_chrf"]]
+                 r["valid_beam5_bleu"], r["valid_beam1_bleu"], r["beam5_bleu"], r["beam1_bleu"], r["beam5_chrf"],
+                 r["beam1_chrf"]]
         for key in ("beam5_b64", "beam1_b64", "beam5_b1", "beam1_b1"):
             v = r[f"{key}_sent_per_s"]
             ratio = f" ({v / teacher['beam5_' + key.split('_')[1] + '_sent_per_s']:.2f}x)" if teacher else ""
             cells.append(f"{v}{ratio}")
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    note = "speed ratios: against the teacher at beam 5 and the same batch size"
+    note = (f"BLEU: valid, then test_2016_flickr; speeds on test, the median of {repeats} runs (each run in "
+            "results.jsonl); ratios against the teacher at beam 5 and the same batch size")
     with open(os.path.join(work, "results.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n\n" + note + "\n")
     print("\n".join(lines))

@@ -19,6 +19,10 @@
 # UPDATES=N trains each student for N updates instead of 45 minutes, TEACHER_UPDATES=N the teacher
 # (a budget that does not depend on the machine's speed or on what else runs beside: training is
 # deterministic, so TEACHER_UPDATES=2763 gives the 45-minute teacher of the README bit for bit).
+# SEED=N trains the students with common.seed=N in folders student-NAME-sN (three seeds for a
+# comparison within 1.5 BLEU); eval scores every student folder there is.
+# Choose on one split, report on another: checkpoint_best is chosen on valid (loss), eval scores
+# valid and test_2016_flickr; a goal is judged on test once the budget was fixed beforehand.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 mt="$here/../../translation/multi30k"
@@ -38,13 +42,15 @@ word_kd=(criterion=distillation criterion.teacher="$teacher" criterion.alpha=0.5
 finished() { [[ -f "$1/train.log" ]] && grep -q "| done: " "$1/train.log"; }
 
 train() {  # train NAME CONFIG key=value ...
-  local name="$1" dir="$work/$1" config="$2" updates="${UPDATES:-}"; shift 2
+  local name="$1" config="$2" updates="${UPDATES:-}" budget=() seed=(); shift 2
+  [[ $name == teacher ]] && updates="${TEACHER_UPDATES:-}"
+  [[ $name != teacher && -n ${SEED:-} ]] && { name="$name-s$SEED"; seed=(common.seed="$SEED"); }
+  local dir="$work/$name"
   finished "$dir" && { echo "$name: trained already ($dir/train.log)"; return; }
   mkdir -p "$dir"
-  [[ $name == teacher ]] && updates="${TEACHER_UPDATES:-}"
-  local budget=()
   [[ -n $updates ]] && budget=(optimization.stop_time_hours=0 optimization.max_update="$updates")
-  seqkit-train --config "$config" checkpoint.save_dir="$dir/checkpoints" "$@" "${budget[@]}" 2>&1 | tee -a "$dir/train.log"
+  seqkit-train --config "$config" checkpoint.save_dir="$dir/checkpoints" "$@" "${budget[@]}" "${seed[@]}" 2>&1 |
+    tee -a "$dir/train.log"
 }
 
 for stage in "${stages[@]}"; do
@@ -59,7 +65,9 @@ for stage in "${stages[@]}"; do
     wordkd) train student-wordkd "$here/config_student.yaml" task.data="$data" "${word_kd[@]}" ;;
     seqkd) train student-seqkd "$here/config_student.yaml" task.data="$work/data-kd" ;;
     seqwordkd) train student-seqwordkd "$here/config_student.yaml" task.data="$work/data-kd" "${word_kd[@]}" ;;
-    eval) python "$here/evaluate.py" "$work" teacher student-nokd student-wordkd student-seqkd student-seqwordkd ;;
+    eval)  # the teacher, then every student folder (seeded ones included)
+      # shellcheck disable=SC2046
+      python "$here/evaluate.py" "$work" teacher $(cd "$work" && ls -d student-* 2>/dev/null) ;;
     *) echo "run.sh: error: unknown stage '$stage' (teacher kd-data nokd wordkd seqkd seqwordkd eval)" >&2; exit 2 ;;
   esac
 done

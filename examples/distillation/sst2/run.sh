@@ -4,7 +4,8 @@
 # (6 and 12 minutes), beside the same students trained on the gold labels alone.
 #   bash examples/distillation/sst2/run.sh [WORK_DIR] [STAGE ...]
 # STAGE: teacher, dan, dan-kd, cnn, cnn-kd (default: all, in this order); a stage whose score exists
-# is skipped. Each writes WORK_DIR/NAME/score_valid.txt (dev accuracy) as the classification recipes do.
+# is skipped. Each writes WORK_DIR/NAME/score_dev.txt (dev accuracy at the checkpoint chosen on a
+# seeded 5% held out from train; CARVE=0: chosen on dev) as the classification recipes do.
 # The teacher's outputs are computed once per training sentence (criterion=distillation keeps a
 # classifier teacher's outputs), so a distilled student makes nearly as many updates as its baseline.
 set -euo pipefail
@@ -15,7 +16,7 @@ shift $(( $# > 0 ? 1 : 0 ))
 stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && stages=(teacher dan dan-kd cnn cnn-kd)
 mkdir -p "$work"
-[[ -f "$work/data-bin/preprocess.json" ]] || bash "$cls/prepare.sh" "$work/data-bin"
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$cls/prepare.sh" "$work/data-bin" carve_valid="${CARVE:-0.05}"
 teacher="$work/teacher/checkpoints/checkpoint_best.pt"
 # soft targets at T = 2 weigh as much as the gold labels (Hinton et al.: a higher T shows the
 # teacher's "dark knowledge"; T^2 keeps the two terms' gradients at one scale)
@@ -23,7 +24,7 @@ kd=(criterion=distillation criterion.teacher="$teacher" criterion.alpha=0.5 crit
 
 one() {  # one NAME CONFIG key=value ...: the classification recipe's run.sh over the shared data folder
   local name="$1" config="$2"; shift 2
-  [[ -f "$work/$name/score_valid.txt" ]] && { echo "$name: done already ($work/$name/score_valid.txt)"; return; }
+  [[ -f "$work/$name/score_dev.txt" ]] && { echo "$name: done already ($work/$name/score_dev.txt)"; return; }
   mkdir -p "$work/$name"
   ln -sfn "$(cd "$work" && pwd)/data-bin" "$work/$name/data-bin"
   bash "$cls/run.sh" "$work/$name" "$config" "$@"
@@ -40,5 +41,5 @@ for stage in "${stages[@]}"; do
   esac
 done
 for name in teacher dan dan-kd cnn cnn-kd; do
-  [[ -f "$work/$name/score_valid.txt" ]] && echo "$name: $(grep '^accuracy' "$work/$name/score_valid.txt")"
+  [[ -f "$work/$name/score_dev.txt" ]] && echo "$name: $(grep '^accuracy' "$work/$name/score_dev.txt")"
 done
