@@ -33,8 +33,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from seqkit.allocator import keep_freed_memory
-from seqkit.cpu import cpu_info
+from seqkit.core.allocator import keep_freed_memory
+from seqkit.core.cpu import cpu_info
 from seqkit.generation.translator import Translator
 from seqkit.models.base import STATIC
 from translation import find_data, matmul_peak  # (benchmarks/translation.py, beside this script)

@@ -33,7 +33,7 @@ class Seqkit:
     def __init__(self, args: argparse.Namespace, lines: list):
         import torch
 
-        from seqkit.allocator import keep_freed_memory
+        from seqkit.core.allocator import keep_freed_memory
         from seqkit.generation.translator import Translator
 
         keep_freed_memory()  # as every seqkit command does

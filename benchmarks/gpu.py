@@ -126,7 +126,7 @@ def spec_tflops(name: Optional[str]) -> Optional[float]:
 def environment(device: str) -> Dict[str, Any]:
     """GPU name, driver, memory (nvidia-smi: nothing here touches CUDA, so no context of this process
     sits in the children's memory figures), versions, the CPU, and the bf16 spec peak."""
-    from seqkit.cpu import cpu_info
+    from seqkit.core.cpu import cpu_info
 
     smi = nvidia_smi("name", "driver_version", "memory.total") if device == "cuda" else None
     name = smi[0] if smi else None
@@ -228,7 +228,7 @@ def flops_per_token(bin_dir: str, models: List[str]) -> Dict[str, Any]:
     averaged over the whole training split (the formula is a sum over sentences, so this is exact
     for an epoch; a log interval's batches are a sample of it)."""
     import seqkit
-    from seqkit.registry import MODELS, TASKS
+    from seqkit.core.registry import MODELS, TASKS
     from seqkit.tasks.translation import TranslationConfig
 
     seqkit.import_builtin_components()
@@ -340,7 +340,7 @@ def bare_loop(task: Any, ds: Any, device: torch.device, run: Dict[str, Any], war
               updates: int) -> Dict[str, Any]:
     """The model, criterion and fused Adam of seqkit-train's run on batches already on the device:
     what the hardware gives with nothing else around the step."""
-    from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS
+    from seqkit.core.registry import CRITERIA, MODELS, OPTIMIZERS
 
     torch.manual_seed(1)
     mcfg = dataclasses.replace(MODELS.choices()[run["model"]], share_all_embeddings=True)
@@ -383,7 +383,7 @@ def bare_loop(task: Any, ds: Any, device: torch.device, run: Dict[str, Any], war
 def bare_child(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Matmul peaks, then the bare loop of each run in ``spec``."""
     import seqkit
-    from seqkit.registry import TASKS
+    from seqkit.core.registry import TASKS
     from seqkit.tasks.translation import TranslationConfig
 
     device = torch.device(spec["device"])
@@ -451,7 +451,7 @@ def transformers_child(spec: Dict[str, Any]) -> Dict[str, Any]:
     import transformers
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     device, lines, batch = torch.device(spec["device"]), read_source(spec["source"], spec["n"]), spec["batch"]
     task, _ = load_for_inference(spec["checkpoint"])  # seqkit's detokenizer (engine_figures)

@@ -20,7 +20,7 @@ import tempfile
 
 import torch
 
-from seqkit.cpu import cpu_info
+from seqkit.core.cpu import cpu_info
 from translation import matmul_peak  # (benchmarks/translation.py, beside this script)
 
 

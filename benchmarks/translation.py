@@ -47,14 +47,14 @@ from typing import Any
 import torch
 
 import seqkit
-from seqkit.allocator import keep_freed_memory, limit_onednn_cache
-from seqkit.cpu import cpu_info, has_bf16_units
+from seqkit.core.allocator import keep_freed_memory, limit_onednn_cache
+from seqkit.core.cpu import cpu_info, has_bf16_units
+from seqkit.core.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
 from seqkit.generation import GenerationConfig
 from seqkit.generation.base import as_list
 from seqkit.generation.translator import Translator, pack_for_search
 from seqkit.models.transformer import TransformerConfig
-from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.registry import CRITERIA, MODELS, OPTIMIZERS, TASKS, TOKENIZERS
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tasks.translation import TranslationConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -293,7 +293,7 @@ def separate_process_figures(checkpoint: str, source: str, export_dir: str, sets
     the two engines alternated ``rounds`` times on the same sentences; ``gen_vs_ct2{_int8}_{b64,b1}``
     is the median of the per-round ratios (seqkit / CTranslate2), with every round's figures beside it
     and how many translations differ (pieces, first round)."""
-    from seqkit.export import cached_export
+    from seqkit.export.ct2 import cached_export
 
     folder = cached_export(checkpoint, export_dir)
     threads = len(os.sched_getaffinity(0))
@@ -398,7 +398,7 @@ def main() -> None:
     ap.add_argument("--train-child", metavar="BIN", help=argparse.SUPPRESS)  # internal: train_figures only
     ap.add_argument("--save", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    keep_freed_memory()  # as every seqkit command does (seqkit/allocator.py)
+    keep_freed_memory()  # as every seqkit command does (seqkit/core/allocator.py)
     if args.threads:
         torch.set_num_threads(args.threads)
     seqkit.import_builtin_components()
@@ -421,7 +421,7 @@ def main() -> None:
         if args.checkpoint:
             tr = Translator.from_checkpoint(args.checkpoint, precision=args.precision, gen_cfg=GenerationConfig(beam=5))
             test = tr.task  # the checkpoint's own dictionaries: re-encode the raw test text
-            from seqkit.io import read_lines
+            from seqkit.core.io import read_lines
 
             sources = [test.encode_source(line) for line in read_lines(f"{src}/test_2016_flickr.de.gz")]
             refs = list(read_lines(f"{src}/test_2016_flickr.en.gz"))

@@ -84,7 +84,7 @@ def main() -> None:
     sys.path.insert(0, HERE)
     from translation import find_data, matmul_peak
 
-    from seqkit.cpu import cpu_info
+    from seqkit.core.cpu import cpu_info
 
     data = find_data(args.data, "wikitext2", "train.txt", "examples/language_model/wikitext2/prepare.sh")
 

@@ -15,11 +15,11 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from seqkit.allocator import keep_freed_memory
-from seqkit.dataclass_utils import check_ranges, describe_range
-from seqkit.errors import SeqkitError
-from seqkit.plugins import import_user_dir
-from seqkit.registry import GROUPS
+from seqkit.core.allocator import keep_freed_memory
+from seqkit.core.config import check_ranges, describe_range
+from seqkit.core.errors import SeqkitError
+from seqkit.core.plugins import import_user_dir
+from seqkit.core.registry import GROUPS
 
 log = logging.getLogger("seqkit")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from seqkit.analysis.eval_lm import EvalLMConfig
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.eval_lm import EvalLMConfig
 
 PROG = "seqkit-eval-lm"
 
@@ -18,7 +18,7 @@ def eval_lm(argv: Optional[List[str]] = None) -> None:
     from omegaconf import OmegaConf
 
     import seqkit
-    from seqkit.eval_lm import evaluate
+    from seqkit.analysis.eval_lm import evaluate
 
     seqkit.import_builtin_components()
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("eval_lm", EvalLMConfig), argv, PROG))

@@ -15,7 +15,7 @@ import time
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase
 from seqkit.generation.config import GenerateConfig, check_quantize
 
@@ -144,8 +144,8 @@ def format_labels(c: Any, sid: int, texts: Sequence[str], gold: Any, result: Dic
 
 def _label_split_output(c: Any, cfg: Any) -> Iterator[str]:
     """Predictions for a binarized split, in example order, with the gold labels where stored."""
+    from seqkit.core.io import read_all_lines
     from seqkit.data.labelled_dataset import FIRST_TAG
-    from seqkit.io import read_all_lines
 
     # a split without labels is predicted only (tagging loads its label stream anyway: the word starts)
     with_target = not c.per_token and os.path.isfile(os.path.join(cfg.task.data, f"{cfg.gen_subset}.label.idx"))
@@ -254,7 +254,7 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
 
     import torch
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.generation.quantize import quantize_int8
     from seqkit.generation.translator import Translator, prepare_for_search
     from seqkit.models.modules.kernels import use_attention_kernels
@@ -292,9 +292,9 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
 
 def _in_context(cfg: GenerateConfig, device: Any) -> Any:
     """icl.verbalizers: a language model classifies task.data's examples from demonstrations."""
+    from seqkit.core.checkpoints import load_for_inference
+    from seqkit.core.registry import TASKS
     from seqkit.generation.in_context import InContextClassifier
-    from seqkit.generation.load import load_for_inference
-    from seqkit.registry import TASKS
 
     lm_task, lm = load_for_inference(cfg.path)
     if getattr(lm_task, "model_kind", "") != "lm":
@@ -318,7 +318,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
 
     from omegaconf import OmegaConf
 
-    from seqkit.io import atomic_write_text
+    from seqkit.core.io import atomic_write_text
 
     # no torch before it is needed: engine=ctranslate2 on an existing export runs without it
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("generate", GenerateConfig), argv, PROG))
@@ -389,12 +389,14 @@ def generate(argv: Optional[List[str]] = None) -> None:
     _cleanup(dist)
     secs = time.perf_counter() - t0
     if labelling:
-        log.info("%s %d %s in %.1fs (%.1f sentences/s)", "tagged" if t.per_token else "classified", n,
-                 "sentences" if t.per_token else "examples", secs, n / max(secs, 1e-9))
+        done, what = ("tagged", "sentences") if t.per_token else ("classified", "examples")
+        log.info("%s %d %s in %.1fs (%.1f %s/s)", done, n, what, secs, n / max(secs, 1e-9), what)
         return
     g = t.gen_cfg
-    log.info("translated %d sentences in %.1fs (%.1f sentences/s), beam %d, lenpen %g, %d process(es)", n, secs,
-             n / max(secs, 1e-9), g.beam, g.lenpen, dist.world_size)
+    lm = getattr(task, "model_kind", "seq2seq") == "lm"  # a language model continues prompts
+    done, what = ("generated", "continuations") if lm else ("translated", "sentences")
+    log.info("%s %d %s in %.1fs (%.1f %s/s), beam %d, lenpen %g, %d process(es)", done, n, what, secs,
+             n / max(secs, 1e-9), what, g.beam, g.lenpen, dist.world_size)
 
 
 def _cleanup(dist: Any) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.dataclass_utils import arg
+from seqkit.core.config import arg
 
 PROG = "seqkit-import"
 
@@ -31,7 +31,7 @@ class ImportConfig:
 def import_hf(argv: Optional[List[str]] = None) -> None:
     from omegaconf import OmegaConf
 
-    from seqkit.errors import SeqkitError
+    from seqkit.core.errors import SeqkitError
     from seqkit.hf.convert import import_folder
 
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("import", ImportConfig), argv, PROG))

@@ -4,7 +4,7 @@
     seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]
     seqkit-plot activations path=CK.pt text_file=PASSAGE.txt [unit=K | property=quotes] [output=activations.png]
 
-The drawing lives in :mod:`seqkit.plot`; this module parses the command line and, for
+The drawing lives in :mod:`seqkit.analysis.plot`; this module parses the command line and, for
 ``attention``, translates the sentence with the checkpoint.
 """
 
@@ -14,9 +14,9 @@ import re
 import sys
 from typing import List, Optional, Sequence
 
+from seqkit.analysis.plot import ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig, PruningPlotConfig
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.errors import SeqkitError
-from seqkit.plot import ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig, PruningPlotConfig
+from seqkit.core.errors import SeqkitError
 
 PROG = "seqkit-plot"
 
@@ -97,7 +97,7 @@ def _config(command: str, schema: type, argv: List[str]) -> object:
 def attention(argv: List[str]) -> None:
     import logging
 
-    from seqkit.plot import require_matplotlib, write_attention
+    from seqkit.analysis.plot import require_matplotlib, write_attention
 
     cfg: AttentionPlotConfig = _config("attention", AttentionPlotConfig, argv)
     setup_logging()
@@ -124,7 +124,7 @@ def attention(argv: List[str]) -> None:
 def curves(argv: List[str]) -> None:
     import logging
 
-    from seqkit.plot import read_log, require_matplotlib, run_labels, write_curves
+    from seqkit.analysis.plot import read_log, require_matplotlib, run_labels, write_curves
 
     cfg: CurvesPlotConfig = _config("curves", CurvesPlotConfig, argv)
     setup_logging()
@@ -144,10 +144,10 @@ def activations(argv: List[str]) -> None:
 
     import torch
 
-    from seqkit.activations import PROPERTIES, property_signals, search, unit_activations
-    from seqkit.generation.load import load_for_inference
-    from seqkit.io import read_lines
-    from seqkit.plot import require_matplotlib, write_activations
+    from seqkit.analysis.activations import PROPERTIES, property_signals, search, unit_activations
+    from seqkit.analysis.plot import require_matplotlib, write_activations
+    from seqkit.core.checkpoints import load_for_inference
+    from seqkit.core.io import read_lines
 
     cfg: ActivationsPlotConfig = _config("activations", ActivationsPlotConfig, argv)
     setup_logging()
@@ -193,8 +193,8 @@ def pruning(argv: List[str]) -> None:
     import json
     import logging
 
-    from seqkit.io import read_lines
-    from seqkit.plot import require_matplotlib, write_pruning
+    from seqkit.analysis.plot import require_matplotlib, write_pruning
+    from seqkit.core.io import read_lines
 
     cfg: PruningPlotConfig = _config("pruning", PruningPlotConfig, argv)
     setup_logging()

@@ -10,7 +10,7 @@ import sys
 from typing import List, Optional
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 
 builder = ConfigBuilder("preprocess", PreprocessConfig)
 

@@ -1,12 +1,12 @@
 """``seqkit-probe``: linear probes on every layer of a pretraining checkpoint, with control tasks
-(``seqkit/probe.py``); prints the table, writes JSON, a markdown table and a PNG with ``output=``."""
+(``seqkit/analysis/probe.py``); prints the table, writes JSON, a markdown table and a PNG with ``output=``."""
 
 from __future__ import annotations
 
 from typing import List, Optional
 
+from seqkit.analysis.probe import ProbeConfig
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.probe import ProbeConfig
 
 PROG = "seqkit-probe"
 
@@ -19,7 +19,7 @@ def probe(argv: Optional[List[str]] = None) -> None:
     from omegaconf import OmegaConf
 
     import seqkit
-    from seqkit.probe import run, table_markdown
+    from seqkit.analysis.probe import run, table_markdown
 
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("probe", ProbeConfig), argv, PROG))
     setup_logging()
@@ -30,7 +30,7 @@ def probe(argv: Optional[List[str]] = None) -> None:
         if importlib.util.find_spec("matplotlib") is None:
             logging.getLogger("seqkit.probe").info("no PNG: matplotlib is not installed (pip install 'seqkit[plot]')")
             return
-        from seqkit.plot import write_probe
+        from seqkit.analysis.plot import write_probe
 
         write_probe(os.path.splitext(cfg.output)[0] + ".png", result)
 

@@ -1,12 +1,12 @@
 """``seqkit-prune``: remove attention heads (by importance on a validation split) or zero the
-smallest weights of a checkpoint, writing an ordinary checkpoint (``seqkit/prune.py``)."""
+smallest weights of a checkpoint, writing an ordinary checkpoint (``seqkit/analysis/prune.py``)."""
 
 from __future__ import annotations
 
 from typing import List, Optional
 
+from seqkit.analysis.prune import PruneConfig
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.prune import PruneConfig
 
 PROG = "seqkit-prune"
 
@@ -17,7 +17,7 @@ def prune(argv: Optional[List[str]] = None) -> None:
     from omegaconf import OmegaConf
 
     import seqkit
-    from seqkit.prune import run
+    from seqkit.analysis.prune import run
 
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("prune", PruneConfig), argv, PROG))
     setup_logging()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
-from seqkit.scoring import ScoreConfig, format_results, score_files
+from seqkit.scoring.text import ScoreConfig, format_results, score_files
 
 PROG = "seqkit-score"
 

@@ -1,6 +1,6 @@
 """Check that the figures a README quotes beside a log occur in that log.
 
-    python examples/check_figures.py            # every examples/**/README.md and README.md
+    python examples/check_figures.py            # every examples/**/README.md, README.md and docs/*.md
     python examples/check_figures.py A.md B.md  # just these
 
 A heuristic, not a proof. For each README:
@@ -132,7 +132,8 @@ def checked_by_hand(path=ROOT / "examples" / "figures_checked.tsv"):
 
 
 def main(argv):
-    readmes = argv or sorted(glob.glob(str(ROOT / "examples/**/README.md"), recursive=True)) + [str(ROOT / "README.md")]
+    readmes = argv or (sorted(glob.glob(str(ROOT / "examples/**/README.md"), recursive=True)) + [str(ROOT / "README.md")]
+                       + sorted(glob.glob(str(ROOT / "docs" / "*.md"))))
     known = checked_by_hand()
     bad = 0
     for readme in readmes:

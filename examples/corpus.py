@@ -21,7 +21,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqkit.io import file_sha256
+from seqkit.core.io import file_sha256
 
 EXAMPLES = Path(__file__).resolve().parent
 REPO = EXAMPLES.parent

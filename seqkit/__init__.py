@@ -1,7 +1,7 @@
 """seqkit: train and use sequence models from the shell.
 
 ``import_builtin_components()`` registers every built-in component (tasks, models, criteria,
-optimizers, LR schedulers, tokenizers); see :mod:`seqkit.registry`. Importing ``seqkit`` alone
+optimizers, LR schedulers, tokenizers); see :mod:`seqkit.core.registry`. Importing ``seqkit`` alone
 imports nothing heavy (no torch).
 """
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 import seqkit
 from seqkit.cli.common import ConfigBuilder
 from seqkit.cli.preprocess import main as preprocess
-from seqkit.registry import TASKS
+from seqkit.core.registry import TASKS
 from seqkit.training.config import TrainConfig
 from seqkit.training.trainer import Trainer
 

@@ -12,11 +12,11 @@ from transfer_fixtures import binarize, make_text, pretrain, pretrained_bodies, 
 from seqkit.adapt.lora import merge_lora
 from seqkit.adapt.modes import count_parameters
 from seqkit.cli.common import ConfigBuilder
-from seqkit.errors import SeqkitError
-from seqkit.export import export_checkpoint
+from seqkit.core import checkpoints
+from seqkit.core.errors import SeqkitError
+from seqkit.export.checkpoint import export_checkpoint
 from seqkit.generation.classifier import Classifier
 from seqkit.optim.groups import param_groups
-from seqkit.training import checkpoints
 from seqkit.training.config import TrainConfig
 
 BODIES = ["gpt", "lstm_lm", "elmo", "bert", "electra", "bart"]
@@ -255,7 +255,7 @@ def test_a_mode_that_does_not_fit_is_one_line(bodies, tmp_path, body, overrides,
 def test_bad_settings_are_one_line(overrides, message):
     from omegaconf import OmegaConf
 
-    from seqkit.dataclass_utils import check_ranges
+    from seqkit.core.config import check_ranges
 
     with pytest.raises(SeqkitError, match=re.escape(message)):
         cfg = ConfigBuilder("train", TrainConfig).compose(["task=classification", *overrides])
@@ -274,7 +274,7 @@ def test_ulmfit_middle_stage_goes_on_with_the_language_model_over_the_task_text(
     """ULMFiT's second stage: the task's own sentences binarized in the pretrained LM's vocabulary
     (vocab_from=), the LM trained on from its weights (restore_file=), then the classifier from it."""
     from seqkit.data.dictionary import Dictionary
-    from seqkit.preprocess import PreprocessConfig, preprocess
+    from seqkit.preprocess.text import PreprocessConfig, preprocess
     from seqkit.tokenizers.space import SpaceConfig
 
     ck = bodies["gpt"][0]
@@ -301,9 +301,9 @@ def test_ulmfit_middle_stage_goes_on_with_the_language_model_over_the_task_text(
 
 @pytest.mark.parametrize("mode", ["prompt", "adapter", "lora", "bitfit"])
 def test_a_tagger_adapts_alike_and_keeps_one_label_per_position(bodies, mode):
+    from seqkit.core.registry import MODELS
     from seqkit.data.dictionary import Dictionary
     from seqkit.models.pretrained import PretrainedTaggerConfig
-    from seqkit.registry import MODELS
 
     ck = bodies["bert"][0]
     src = Dictionary.from_state_dict(checkpoints.load(str(ck))["task_state"]["dict"])

@@ -1,4 +1,4 @@
-"""seqkit.allocator: reused tensor memory stops page-faulting; opting out leaves malloc alone."""
+"""seqkit.core.allocator: reused tensor memory stops page-faulting; opting out leaves malloc alone."""
 
 import os
 import subprocess
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 # the heap is still growing)
 PROBE = """
 import resource, torch
-from seqkit.allocator import keep_freed_memory
+from seqkit.core.allocator import keep_freed_memory
 print(keep_freed_memory())
 first = torch.empty(4 << 20)
 lo, hi = next([int(a, 16) for a in line.split()[0].split("-")] for line in open("/proc/self/maps") if "[heap]" in line)
@@ -54,7 +54,7 @@ def test_user_malloc_variables_win():
 
 
 def test_onednn_cache_is_turned_off_unless_the_user_sized_it(monkeypatch):
-    from seqkit.allocator import IDEEP_CACHE_VAR, ONEDNN_CACHE_VAR, limit_onednn_cache
+    from seqkit.core.allocator import IDEEP_CACHE_VAR, ONEDNN_CACHE_VAR, limit_onednn_cache
 
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)
     monkeypatch.delenv(IDEEP_CACHE_VAR, raising=False)
@@ -68,7 +68,7 @@ def test_onednn_cache_is_turned_off_unless_the_user_sized_it(monkeypatch):
 def test_bf16_training_on_cpu_turns_the_cache_off(monkeypatch):
     import torch
 
-    from seqkit.allocator import IDEEP_CACHE_VAR, ONEDNN_CACHE_VAR
+    from seqkit.core.allocator import IDEEP_CACHE_VAR, ONEDNN_CACHE_VAR
     from seqkit.training.precision import Precision
 
     monkeypatch.delenv(ONEDNN_CACHE_VAR, raising=False)

@@ -9,13 +9,13 @@ import torch
 
 import seqkit
 from seqkit.cli.generate import main as generate_main
-from seqkit.errors import SeqkitError
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.errors import SeqkitError
 from seqkit.generation import GenerationConfig
-from seqkit.generation.load import load_for_inference
 from seqkit.generation.translator import (Translator, cast_for_search, prepare_for_search, search_dtype,
                                           weights_dtype)
+from seqkit.core.registry import MODELS
 from seqkit.models.modules.kernels import parse_attention_kernels, padding_mask, use_attention_kernels
-from seqkit.registry import MODELS
 from tests.test_transformer import DICT, build, tiny
 
 seqkit.import_builtin_components()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from seqkit.activations import correlations, property_signals, search, unit_activations
-from seqkit.generation.load import load_for_inference
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.analysis.activations import correlations, property_signals, search, unit_activations
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.char import CharConfig, CharTokenizer
 
 from label_fixtures import one_line_error, tagged, write_tsv  # noqa: F401  (fixtures are used by name)
@@ -61,7 +61,7 @@ def test_every_task_reads_characters(char_lm, tagged, tmp_path):  # noqa: F811
     write_tsv(tmp_path / "cls.tsv", ["sentence", "label"], [("good film", "1"), ("bad", "0")])
     preprocess(PreprocessConfig(task="classification", trainpref=str(tmp_path / "cls"), destdir=str(tmp_path / "cls-bin"),
                                 tokenizer=CharConfig()))
-    from seqkit.registry import TASKS
+    from seqkit.core.registry import TASKS
 
     cls = TASKS.build(TASKS.make_config({"name": "classification", "data": str(tmp_path / "cls-bin")}))
     row = cls.load_dataset("train").src[0].tolist()  # <s> g o o d ▁ f i l m </s>

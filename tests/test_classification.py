@@ -11,7 +11,7 @@ import seqkit
 from seqkit.cli.train import main as train
 from seqkit.cli.score import main as score
 from seqkit.cli.generate import main as generate
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.classifier import Classifier
 from seqkit.generation.translator import Translator
 from seqkit.training.trainer import Trainer

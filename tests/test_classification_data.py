@@ -10,10 +10,10 @@ import pytest
 import seqkit
 from seqkit.cli.common import ConfigBuilder
 from seqkit.cli.preprocess import main as preprocess
+from seqkit.core.errors import SeqkitError
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.labelled_dataset import FIRST_TAG, IGNORE
-from seqkit.errors import SeqkitError
 from seqkit.generation.classifier import Classifier
 from seqkit.tokenizers import load_tokenizer
 from seqkit.training.config import TrainConfig

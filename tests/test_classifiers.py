@@ -7,15 +7,15 @@ import pytest
 import torch
 
 import seqkit
+from seqkit.core.config import check_ranges
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import check_ranges
-from seqkit.errors import SeqkitError
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.bilstm import BiLSTMClassifier, BiLSTMTagger
 from seqkit.models.cbow import CBOWClassifier, word_dropout_mask
 from seqkit.models.kim_cnn import KimCNNClassifier
 from seqkit.models.transformer_encoder import TransformerClassifier, TransformerTagger
-from seqkit.registry import MODELS
 
 seqkit.import_builtin_components()
 

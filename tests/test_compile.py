@@ -11,9 +11,9 @@ from torch._dynamo.utils import counters
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder
+from seqkit.core.errors import SeqkitError
 from seqkit.data.toy_corpus import make_corpus
-from seqkit.errors import SeqkitError
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.compile import check_platform, loss_function, traceable
 from seqkit.training.config import TrainConfig

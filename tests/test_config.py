@@ -7,9 +7,9 @@ import pytest
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder, overrides_from_file, parse_argv
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import LR_SCHEDULERS, Registry
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import LR_SCHEDULERS, Registry
 from seqkit.training.config import TrainConfig
 
 seqkit.import_builtin_components()

@@ -12,9 +12,9 @@ from seqkit.cli.generate import main as generate
 from seqkit.cli.preprocess import main as preprocess
 from seqkit.cli.score import main as score
 from seqkit.cli.train import main as train
-from seqkit.dataclass_utils import arg, check_ranges
-from seqkit.errors import SeqkitError
-from seqkit.registry import GROUPS, OPTIMIZERS
+from seqkit.core.config import arg, check_ranges
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import GROUPS, OPTIMIZERS
 
 
 @dataclass
@@ -76,8 +76,8 @@ def test_registry_make_config_checks_ranges():
 def test_every_component_default_and_preset_is_in_range():
     """Guards every registered config, new models and plugins' included."""
     from seqkit.generation.config import GenerateConfig
-    from seqkit.preprocess import PreprocessConfig
-    from seqkit.scoring import ScoreConfig
+    from seqkit.preprocess.text import PreprocessConfig
+    from seqkit.scoring.text import ScoreConfig
     from seqkit.training.average import AverageConfig
     from seqkit.training.config import TrainConfig
 

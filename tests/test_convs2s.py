@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import seqkit.models  # noqa: F401  (registers the presets)
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.errors import SeqkitError
 from seqkit.generation import GenerationConfig, SequenceGenerator
 from seqkit.models.convs2s import ConvS2SConfig, ConvS2SModel, GradMultiply, WNConv1d, WNLinear, convs2s_small, convs2s_tiny
-from seqkit.registry import MODELS
 
 torch.set_num_threads(1)
 DICT = Dictionary([f"w{i}" for i in range(12)])  # 16 symbols with the 4 specials

@@ -1,10 +1,10 @@
-"""What the CPU offers low precision (seqkit/cpu.py), read from fake /proc/cpuinfo files."""
+"""What the CPU offers low precision (seqkit/core/cpu.py), read from fake /proc/cpuinfo files."""
 
 import logging
 
 import pytest
 
-from seqkit import cpu
+from seqkit.core import cpu
 
 AVX2_EPYC = "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse2 avx2 fma\n\nprocessor\t: 1\n"
 BF16_EPYC = "model name\t: AMD EPYC 9B14\nflags\t\t: avx2 fma avx512f avx512_bf16 avx512_vnni\n"

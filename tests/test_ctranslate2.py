@@ -168,7 +168,7 @@ def test_sampling_follows_the_seed(checkpoints, toy_data, tmp_path, run_cli, mon
 def test_sampling_scores_hold_the_temperature_as_seqkit_s(checkpoints, toy_data, tmp_path, monkeypatch):
     """Under sampling, CTranslate2's P- scores are log-probs at the temperature, as seqkit's are: its
     samples, teacher-forced through seqkit's model, give the same positional scores."""
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.generation.translator import Translator
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -11,7 +11,7 @@ import torch
 import seqkit
 from seqkit.criteria.distillation import SoftCrossEntropy
 from seqkit.data.toy_corpus import make_corpus
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.trainer import Trainer
 from tests.test_trainer import data_dir  # noqa: F401  (a fixture)

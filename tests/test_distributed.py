@@ -103,10 +103,10 @@ def test_two_nodes_on_localhost(toy_data, tmp_path):
 FAILING_PLUGIN = '''
 import os
 from dataclasses import dataclass
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA
 from seqkit.criteria.cross_entropy import CrossEntropyCriterion
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import CRITERIA
 
 @dataclass
 class FailingConfig:

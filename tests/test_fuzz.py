@@ -8,11 +8,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from seqkit.core import checkpoints
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import read_lines
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset, write_dataset
-from seqkit.errors import SeqkitError
-from seqkit.io import read_lines
-from seqkit.training import checkpoints
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -97,7 +97,7 @@ def test_failed_save_keeps_the_old_checkpoint(tmp_path, monkeypatch):
     """Disk full while saving: the error is one line, the older file is intact, no temp file is left."""
     import errno
 
-    import seqkit.io
+    import seqkit.core.io
 
     path = str(tmp_path / "checkpoint_last.pt")
     checkpoints.write([path], {"format": 1, "v": torch.zeros(2)})
@@ -106,7 +106,7 @@ def test_failed_save_keeps_the_old_checkpoint(tmp_path, monkeypatch):
     def no_space(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(seqkit.io.os, "fsync", no_space)
+    monkeypatch.setattr(seqkit.core.io.os, "fsync", no_space)
     try:
         checkpoints.write([path], {"format": 1, "v": torch.ones(2)})
     except SeqkitError as e:

@@ -156,8 +156,8 @@ def test_resume_with_prefetching_is_bit_identical(data_dir, tmp_path):
 
 
 def test_compile_mode_is_checked(data_dir, tmp_path):
-    from seqkit.dataclass_utils import check_ranges
-    from seqkit.errors import SeqkitError
+    from seqkit.core.config import check_ranges
+    from seqkit.core.errors import SeqkitError
     from seqkit.training.compile import _mode
 
     assert _mode("default") == {} and _mode("reduce-overhead") == {"mode": "reduce-overhead"}

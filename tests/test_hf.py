@@ -29,7 +29,7 @@ def gpt2(tmp_path_factory):
 
 
 def hf_ids(path):
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     return checkpoints.load(path)["hf"]["vocab"]["hf_ids"]
 
@@ -37,7 +37,7 @@ def hf_ids(path):
 def test_imported_gpt2_gives_hf_logits(gpt2):
     from transformers import GPT2LMHeadModel
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, path = gpt2
     hf = GPT2LMHeadModel.from_pretrained(folder).eval()
@@ -83,7 +83,7 @@ def test_imported_gpt2_searches_as_hf_generate(gpt2, beam):
 def test_tokenization_as_autotokenizer(gpt2):
     from transformers import AutoTokenizer
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, path = gpt2
     theirs = AutoTokenizer.from_pretrained(folder)
@@ -117,7 +117,7 @@ def test_exported_gpt_loads_in_transformers_with_the_same_logits(tmp_path, toy_d
     """A seqkit-trained GPT (its own vocabulary: HF ids = seqkit ids) exported as GPT2LMHeadModel."""
     from transformers import GPT2LMHeadModel
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     path = train_tiny_gpt(tmp_path, toy_data, tiny_train_args, run_cli)
     r = run_cli(export_cli, ["format=huggingface", f"path={path}", f"output={tmp_path / 'hf'}"])
@@ -153,7 +153,7 @@ def train_tiny_gpt(tmp_path, toy_data, tiny_train_args, run_cli):
 def test_slow_tokenizer_files_are_read_through_transformers(tmp_path):
     from transformers import AutoTokenizer
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.hf.convert import import_folder
 
     folder = make_gpt2(str(tmp_path / "hf"), toy_english(), slow_files=True)
@@ -169,7 +169,7 @@ def test_untied_gpt2_and_generate_cli(tmp_path, run_cli):
     from transformers import GPT2LMHeadModel
 
     from seqkit.cli.generate import main as generate
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.hf.convert import import_folder
 
     folder = make_gpt2(str(tmp_path / "hf"), toy_english(), tie=False, activation_function="relu")
@@ -275,7 +275,7 @@ def test_exported_seqkit_tokenizer_gives_seqkit_ids(tmp_path, toy_data, tiny_tra
 
     from seqkit.cli.preprocess import main as preprocess
     from seqkit.cli.train import main as train
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     raw, _ = toy_data
     r = run_cli(preprocess, ["task=language_modeling", f"trainpref={raw}/train.en", f"destdir={tmp_path / 'bin'}",

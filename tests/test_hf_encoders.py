@@ -33,7 +33,7 @@ def imported(tmp_path_factory):
 
 
 def hf_ids(path):
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     return torch.tensor(checkpoints.load(path)["hf"]["vocab"]["hf_ids"])
 
@@ -50,7 +50,7 @@ def encode_pair(task, a, b):
 def test_imported_encoder_gives_hf_outputs(imported, arch):
     import transformers
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, path = imported(arch)
     hf = getattr(transformers, arch).from_pretrained(folder).eval()
@@ -83,7 +83,7 @@ def test_imported_encoder_gives_hf_outputs(imported, arch):
 def test_wordpiece_tokenization_as_autotokenizer(imported):
     from transformers import AutoTokenizer
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, path = imported("BertForMaskedLM")
     theirs = AutoTokenizer.from_pretrained(folder)
@@ -118,7 +118,7 @@ def test_pretrained_seqkit_bert_exports_with_the_same_logits(tmp_path):
     from transfer_fixtures import make_text, pretrain
     from transformers import BertForPreTraining
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.hf.convert import export_folder
 
     pretrain(make_text(tmp_path), "bert", tmp_path / "bert")
@@ -191,7 +191,7 @@ def electra_pair(tmp_path_factory):
 def test_imported_electra_discriminates_and_generates_as_hf(electra_pair):
     import transformers
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, gen_folder, path = electra_pair
     disc = transformers.ElectraForPreTraining.from_pretrained(folder).eval()
@@ -245,8 +245,8 @@ def test_pretrained_seqkit_electra_and_albert_export(tmp_path, objective):
     import transformers
     from transfer_fixtures import make_text, pretrain
 
-    from seqkit.errors import SeqkitError
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
+    from seqkit.core.errors import SeqkitError
     from seqkit.hf.convert import export_folder
 
     text = make_text(tmp_path)

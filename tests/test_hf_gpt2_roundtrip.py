@@ -73,7 +73,7 @@ def test_eos_prefix_switch_gives_the_old_prompt(gpt2, tmp_path):
     score is transformers' with <|endoftext|> prepended."""
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.hf.convert import import_folder
 
     folder, _ = gpt2
@@ -94,7 +94,7 @@ def test_lm_data_of_an_imported_gpt2_is_scored_as_transformers(gpt2):
     the split's first token (read, not scored); every other token's log-prob is transformers'."""
     from transformers import GPT2LMHeadModel
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, path = gpt2
     task, model = load_for_inference(path)
@@ -140,7 +140,7 @@ def train_tiny_gpt(tmp_path, toy_data, tiny_train_args, run_cli):
 def test_seqkit_gpt_export_import_round_trip(tmp_path, toy_data, tiny_train_args, run_cli):
     """seqkit -> export -> import: the same ids (</s> before a prompt, as the original trained) and
     the same log-probs; the specials map onto seqkit's own."""
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     path = train_tiny_gpt(tmp_path, toy_data, tiny_train_args, run_cli)
     r = run_cli(export_cli, ["format=huggingface", f"path={path}", f"output={tmp_path / 'hf'}"])
@@ -175,7 +175,7 @@ def test_seqkit_gpt_export_import_round_trip(tmp_path, toy_data, tiny_train_args
 
 def test_specials_option(gpt2, tmp_path, run_cli):
     """specials=SPECIAL=TOKEN names the token that plays a seqkit special; a bad entry is one line."""
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     folder, _ = gpt2
     r = run_cli(import_cli, [f"path={folder}", f"output={tmp_path / 'a.pt'}", "specials='<unk>=a'"])

@@ -10,8 +10,8 @@ pytest.importorskip("safetensors")
 from hf_fixtures import make_bert, toy_english  # noqa: E402
 from transfer_fixtures import binarize, make_text, pretrain, run  # noqa: E402
 
-from seqkit.errors import SeqkitError  # noqa: E402
-from seqkit.generation.load import load_for_inference  # noqa: E402
+from seqkit.core.checkpoints import load_for_inference  # noqa: E402
+from seqkit.core.errors import SeqkitError  # noqa: E402
 from seqkit.hf.convert import export_folder, import_folder  # noqa: E402
 
 
@@ -55,7 +55,7 @@ def test_fine_tuned_classifier_exports_with_the_same_logits(tmp_path, arch, mode
     hf = getattr(transformers, f"{variant}ForSequenceClassification").from_pretrained(str(tmp_path / "out")).eval()
     task, model = load_for_inference(path)
     model.eval()
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     ids = torch.tensor(checkpoints.load(base)["hf"]["vocab"]["hf_ids"])
     src, lengths = batch(task, ["v0 v3 v4 .", "v5 v6 v7 v8 v9 ."])
@@ -122,7 +122,7 @@ def test_lora_run_exports_as_a_peft_adapter_that_peft_loads(tmp_path, arch):
     if arch == "gpt":
         ids = torch.arange(len(task.src_dict) + 10)
     else:
-        from seqkit.training import checkpoints
+        from seqkit.core import checkpoints
 
         ids = torch.tensor(checkpoints.load(base)["hf"]["vocab"]["hf_ids"])
     src, lengths = batch(task, ["v0 v3 v4 .", "v5 v6 v7 v8 v9 ."])

@@ -74,7 +74,7 @@ def _hf(kind, folder):
 
 
 def _ids(path):
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     hf = checkpoints.load(path).get("hf")
     return hf["vocab"]["hf_ids"] if hf else None
@@ -82,7 +82,7 @@ def _ids(path):
 
 def _cases(kind, folder, path):
     """(HF model, seqkit task, seqkit model, seqkit id -> HF id)."""
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     task, model = load_for_inference(path)
     ids = _ids(path) or list(range(len(task.tgt_dict)))
@@ -158,7 +158,7 @@ def test_exported_transformer_searches_as_fsmt_generate(fsmt, beam):
 def test_tokenization_as_autotokenizer(imported, fsmt):
     from transformers import AutoTokenizer
 
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
 
     kind, folder, path = imported
     for kind, folder, path in ((kind, folder, path), ("fsmt", *fsmt)):

@@ -9,12 +9,12 @@ import pytest
 import torch
 from transfer_fixtures import run
 
-from seqkit.errors import SeqkitError
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import TASKS
 from seqkit.generation.config import InContextConfig
 from seqkit.generation.in_context import InContextClassifier, template_parts
-from seqkit.generation.load import load_for_inference
-from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.registry import TASKS
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 
 WORDS = [f"v{i}" for i in range(1, 10)]

@@ -14,13 +14,13 @@ from transfer_fixtures import binarize, make_text, pretrain, run
 
 from seqkit.cli.generate import _in_context
 from seqkit.cli.generate import main as generate_main
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.errors import SeqkitError
 from seqkit.generation.classifier import Classifier
 from seqkit.generation.config import GenerateConfig
 from seqkit.generation.quantize import quantize_int8
 from seqkit.models.convs2s import convs2s_tiny
-from seqkit.registry import MODELS
 
 torch.set_num_threads(1)
 

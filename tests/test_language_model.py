@@ -13,16 +13,16 @@ import torch
 from omegaconf import OmegaConf
 
 import seqkit
+from seqkit.analysis.eval_lm import EvalLMConfig, evaluate
 from seqkit.cli.common import ConfigBuilder
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.lm_dataset import block_bounds
-from seqkit.errors import SeqkitError
-from seqkit.eval_lm import EvalLMConfig, evaluate
-from seqkit.generation.load import load_for_inference
 from seqkit.generation.translator import Translator
 from seqkit.models.pretrained import _drop_heads
-from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.registry import MODELS
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
 from seqkit.training.trainer import Trainer
@@ -299,6 +299,16 @@ def test_sampling_is_seeded_and_respects_top_k(trained):
     a = t.translate_nbest(["v3"])
     torch.manual_seed(5)
     assert a == t.translate_nbest(["v3"])
+
+
+def test_seqkit_generate_says_it_continued_prompts(trained, run_cli):
+    from seqkit.cli.generate import main as generate
+
+    r = run_cli(generate, [f"path={trained['gpt'][2]}", "input=-", "generation.beam=1", "generation.max_len_b=4",
+                           "common.threads=1"], stdin="v3 v4\nv7\n")
+    assert r.code == 0, r.err
+    assert "generated 2 continuations in " in r.err and "translated 2 sentences" not in r.err
+    assert "packed_weights" not in r.err  # how the weights were laid out: a DEBUG line
 
 
 def test_generation_longer_than_the_positions_is_one_clear_error(trained):

@@ -1,22 +1,61 @@
-"""The layout STYLE.md asks for: no import cycles between seqkit's modules, counting the imports
-inside functions too (a lazy import hides a cycle from Python, not from a reader)."""
+"""The layout STYLE.md asks for, checked over seqkit's own modules (``cli/`` included, as
+``seqkit.cli``), counting the imports inside functions too (a lazy import hides a cycle or an
+upward import from Python, not from a reader):
+
+- no import cycles;
+- imports run down the floors of :data:`FLOORS` only: a module imports its own package and
+  packages on lower floors, never one on its own floor or above (docs/layout.md draws the floors);
+- nothing in seqkit imports the old paths kept for users' plugins (:data:`SHIMS`).
+"""
 
 import ast
+import importlib
+import sys
 from pathlib import Path
 
+import pytest
+
 import seqkit
+import seqkit.cli
 
 ROOT = Path(seqkit.__file__).parent
+CLI = Path(seqkit.cli.__file__).parent  # the repository's cli/, installed as seqkit.cli
+
+# Floor -> the packages on it, top floor first. ``models.modules`` (shared layers) is a floor of
+# its own below the model families. A new package gets a floor here: the lowest floor above
+# everything it imports.
+FLOORS = {
+    8: ("cli",),  # thin entry points
+    7: ("analysis", "preprocess"),  # eval-lm, probe, prune, plots; text -> data folders
+    6: ("training", "generation"),  # the trainer; search and the engines
+    5: ("export",),  # CTranslate2 folders, stand-alone checkpoints
+    4: ("tasks", "hf"),  # data -> batches, models, criteria; HuggingFace folders in and out
+    3: ("models", "criteria"),  # one file per family; losses
+    2: ("adapt",),  # LoRA, adapters, prompts, ULMFiT: attached to a model's own layers
+    1: ("data", "tokenizers", "models.modules", "optim", "scoring"),  # leaves over core
+    0: ("core",),  # errors, config helpers, registry, plugins, checkpoints, io, CPU settings
+}
+FLOOR_OF = {package: floor for floor, packages in FLOORS.items() for package in packages}
+# old import paths kept for users' plugins (the README's example); for users only
+SHIMS = {"seqkit.dataclass_utils": "seqkit.core.config", "seqkit.errors": "seqkit.core.errors",
+         "seqkit.registry": "seqkit.core.registry"}
 
 
-def module_graph():
+def module_names():
+    """module name -> file, for seqkit/ and cli/ (as ``seqkit.cli``)."""
+    names = {}
+    for root, prefix in ((ROOT, ("seqkit",)), (CLI, ("seqkit", "cli"))):
+        for path in root.rglob("*.py"):
+            parts = prefix + path.relative_to(root).with_suffix("").parts
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def module_graph(names=None):
     """module -> the seqkit modules it imports. ``import_builtin_components`` (the root package's
     registration entry point, which imports every component) is left out: calling it is how any
     module asks for the registries to be filled."""
-    names = {}
-    for path in ROOT.rglob("*.py"):
-        parts = ("seqkit",) + path.relative_to(ROOT).with_suffix("").parts
-        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    names = names or module_names()
     graph = {}
     for name, path in names.items():
         deps = set()
@@ -29,6 +68,34 @@ def module_graph():
                 deps.update(a.name for a in node.names if a.name.startswith("seqkit."))
         graph[name] = {d for d in deps if d in names and d not in (name, "seqkit")}
     return graph
+
+
+def package_of(module):
+    """The key of :data:`FLOORS` a module belongs to (``seqkit.models.modules.attention`` ->
+    ``models.modules``); None for the root package, the module's own name for a loose module."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return None
+    if parts[:2] == ["models", "modules"]:
+        return "models.modules"
+    return parts[0]
+
+
+def upward_imports(graph):
+    """``(importer, imported, why)`` for every import that does not run down the floors."""
+    found = []
+    for module, deps in sorted(graph.items()):
+        mine = package_of(module)
+        if mine not in FLOOR_OF or module in SHIMS:  # the root package; a module without a floor fails below
+            continue
+        for dep in sorted(deps):
+            theirs = package_of(dep)
+            if dep in SHIMS:
+                found.append((module, dep, f"{dep} is kept for users' plugins: import {SHIMS[dep]}"))
+            elif theirs != mine and theirs in FLOOR_OF and FLOOR_OF[theirs] >= FLOOR_OF[mine]:
+                found.append((module, dep, f"{mine} (floor {FLOOR_OF[mine]}) imports {theirs} "
+                                           f"(floor {FLOOR_OF[theirs]})"))
+    return found
 
 
 def cycles(graph):
@@ -65,7 +132,7 @@ def cycles(graph):
 def test_the_graph_sees_lazy_imports():
     graph = module_graph()
     assert "seqkit.generation.ct2_engine" in graph["seqkit.generation.translator"]  # imported inside a method
-    assert "seqkit.preprocess_labelled" in graph["seqkit.preprocess"]
+    assert "seqkit.preprocess.labelled" in graph["seqkit.preprocess.text"]
 
 
 def test_no_import_cycles():
@@ -74,3 +141,40 @@ def test_no_import_cycles():
 
 def test_a_cycle_is_found():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_every_module_is_in_a_package_with_a_floor():
+    loose = sorted(m for m in module_graph() if package_of(m) is not None and m not in SHIMS
+                   and package_of(m) not in FLOOR_OF)
+    assert loose == [], "put these in a package and give it a floor in FLOORS: " + ", ".join(loose)
+
+
+def test_imports_run_down_the_floors():
+    found = upward_imports(module_graph())
+    assert found == [], "imports against the floors:\n" + "\n".join(f"{a} -> {b}: {why}" for a, b, why in found)
+
+
+def test_an_upward_import_is_found(tmp_path):
+    files = {"seqkit.models.low": "def f():\n    from seqkit.training.trainer import Trainer\n",  # lazy: counted
+             "seqkit.training.trainer": "from seqkit.models.base import EncoderDecoderModel\n",
+             "seqkit.models.base": "from seqkit.models.modules.norm import layer_norm\n",
+             "seqkit.models.modules.norm": "import torch\n"}
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    found = upward_imports(module_graph({name: tmp_path / f"{name}.py" for name in files}))
+    assert found == [("seqkit.models.low", "seqkit.training.trainer", "models (floor 3) imports training (floor 6)")]
+    # another package on the same floor is refused too
+    assert upward_imports({"seqkit.tasks.x": {"seqkit.hf.y"}}) == [
+        ("seqkit.tasks.x", "seqkit.hf.y", "tasks (floor 4) imports hf (floor 4)")]
+
+
+@pytest.mark.parametrize("old", sorted(SHIMS))
+def test_the_old_plugin_import_paths_still_work(old, monkeypatch):
+    """The README's plugin example imports ``seqkit.dataclass_utils.arg`` and ``seqkit.registry.MODELS``
+    (and plugins raise ``seqkit.errors.SeqkitError``): the same objects, with a DeprecationWarning."""
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=SHIMS[old]):
+        shim = importlib.import_module(old)
+    new = importlib.import_module(SHIMS[old])
+    public = [name for name in vars(shim) if not name.startswith("_") and name != "warnings"]
+    assert public and all(getattr(shim, name) is getattr(new, name) for name in public)

@@ -4,8 +4,8 @@
 import pytest
 
 import seqkit
-from seqkit.errors import SeqkitError
-from seqkit.registry import LR_SCHEDULERS
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import LR_SCHEDULERS
 
 seqkit.import_builtin_components()
 

@@ -12,10 +12,10 @@ from omegaconf import OmegaConf
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.models.bert import log_unigram
-from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.registry import MODELS
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
@@ -193,7 +193,7 @@ def test_electra_labels_mark_exactly_the_replaced_tokens(corpus):
 
 
 def test_discriminator_figures_against_the_base_rate():
-    from seqkit.eval_lm import binary_auc, discriminator_figures
+    from seqkit.analysis.eval_lm import binary_auc, discriminator_figures
 
     assert binary_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == 0.75
     assert binary_auc([0.5, 0.5, 0.5], [1, 0, 0]) == 0.5  # ties count half

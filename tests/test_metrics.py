@@ -1,4 +1,4 @@
-"""Classification and tagging metrics (seqkit.metrics) and seqkit-score on classification/tagging output.
+"""Classification and tagging metrics (seqkit.scoring.metrics) and seqkit-score on classification/tagging output.
 
 Every expected number is worked out by hand in the comments. The conlleval counts were also
 checked once against conlleval.pl (2004-01-26) on 300 random IOB1/BIO sentence sets.
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from seqkit.cli import score as score_cli
-from seqkit.metrics import (chunks, classification_metrics, confusion_counts, confusion_matrix, entity_counts,
-                            entity_scores)
+from seqkit.scoring.metrics import (chunks, classification_metrics, confusion_counts, confusion_matrix, entity_counts,
+                                    entity_scores)
 
 
 def write(path, lines):
@@ -202,6 +202,30 @@ def test_score_classification_with_t_lines(tmp_path, capsys):
     assert records[0]["confusion_matrix"] == [[1, 1], [0, 2]] and records[0]["n"] == 4
     # positive_label=0: f1 of label '0' = 2/3
     assert run_score(capsys, f"hyp={hyp}", "positive_label=0")[2] == "f1 = 66.67 (F1 of positive label '0')"
+
+
+# RTE: two named labels, none of them '1' (the default positive label, GLUE MRPC's)
+RTE_OUT = "".join(f"S-{i}\ts{i}\nT-{i}\t{g}\nL-{i}\t{p}\t0.9\n" for i, (g, p) in enumerate(
+    [("entailment", "entailment"), ("not_entailment", "entailment"), ("not_entailment", "not_entailment")]))
+
+
+def test_score_named_binary_labels_without_label_1(tmp_path, capsys):
+    """No label '1': no binary f1 is guessed, one line says how to ask for one; asked, it is reported."""
+    hyp = write(tmp_path / "rte.out", RTE_OUT.splitlines())
+    score_cli.main([f"hyp={hyp}"])
+    out, err = capsys.readouterr()
+    assert [line.split(" =")[0] for line in out.splitlines()] == ["accuracy", "macro_f1", "mcc"]
+    said = [line for line in err.splitlines() if "f1" in line]
+    assert len(said) == 1 and "| INFO | seqkit.scoring | " in said[0], err
+    assert said[0].endswith("no binary f1: the labels are entailment and not_entailment (no label 1); "
+                            "positive_label=entailment (or not_entailment) reports that label's f1")
+    # entailment: tp 1, fp 1, fn 0 -> F1 2/3
+    assert run_score(capsys, f"hyp={hyp}", "positive_label=entailment")[2] == \
+        "f1 = 66.67 (F1 of positive label 'entailment')"
+    with pytest.raises(SystemExit) as e:
+        score_cli.main([f"hyp={hyp}", "positive_label=entailed"])
+    assert e.value.code == 1 and capsys.readouterr().err.strip().splitlines()[-1] == (
+        "seqkit-score: error: positive_label=entailed is not one of the two labels (entailment, not_entailment)")
 
 
 # three labels in gold, a fourth ('other') only in the predictions: not an error, just wrong

@@ -23,7 +23,7 @@ from seqkit.data.noising import (
     token_mask,
     word_starts_from_pieces,
 )
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 SP = NoiseSpecials(mask=30, vocab_size=30, sentinels=tuple(range(31, 41)))  # real symbols 4..29
 X = torch.tensor([1] + list(range(4, 24)) + [2])  # <s> 4 .. 23 </s>

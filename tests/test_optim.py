@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import seqkit
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.optim.optimizers import AdamConfig, AdamWConfig, build_adam, build_adamw, choose_impl
 from seqkit.training.precision import Precision
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from seqkit.analysis.plot import CURVES_FIGSIZE, DPI, attention_figsize
 from seqkit.cli.plot import main as plot
-from seqkit.plot import CURVES_FIGSIZE, DPI, attention_figsize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -63,7 +63,7 @@ def test_curves_two_runs(run_cli, tmp_path):
                                         ("tagging", "valid F1"), (None, "learning rate")])
 def test_fourth_panel_is_the_logged_score(tmp_path, monkeypatch, key, title):
     pytest.importorskip("matplotlib")
-    from seqkit import plot as plot_module
+    from seqkit.analysis import plot as plot_module
 
     run = plot_module.read_log(str(write_log(tmp_path / "train_log.jsonl", 0)))
     for i, r in enumerate(run["valid"]):
@@ -94,7 +94,7 @@ def test_curves_labels_and_umbrella(run_cli, tmp_path):
 
 
 def test_run_labels_disambiguate():
-    from seqkit.plot import run_labels
+    from seqkit.analysis.plot import run_labels
 
     assert run_labels(["/r/base/train_log.jsonl", "/r/big/train_log.jsonl"]) == ["base", "big"]
     assert run_labels(["/x/checkpoints/train_log.jsonl", "/y/checkpoints/train_log.jsonl"]) == [
@@ -157,7 +157,7 @@ def test_free_text_values_are_taken_verbatim(tmp_path):
 
 
 def test_attention_png_size(tmp_path):
-    from seqkit.plot import write_attention
+    from seqkit.analysis.plot import write_attention
 
     out = tmp_path / "a.png"
     weights = [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]]

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqkit.dataclass_utils import arg
+from seqkit.core.config import arg
+from seqkit.core.registry import MODELS
 from seqkit.models.base import EncoderDecoderModel
-from seqkit.registry import MODELS
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 from seqkit.cli.preprocess import main
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers import load_tokenizer
 from seqkit.tokenizers.wordpiece import WordPieceConfig
 

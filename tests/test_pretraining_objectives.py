@@ -9,12 +9,12 @@ from omegaconf import OmegaConf
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.errors import SeqkitError
 from seqkit.generation.translator import Translator
 from seqkit.models.elmo import ScalarMix, reverse_padded
-from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.registry import MODELS
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
 from seqkit.training.trainer import Trainer

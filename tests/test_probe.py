@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from seqkit.generation.load import load_for_inference
-from seqkit.probe import ProbeConfig, control_labels, layer_features, layer_names, scores, train_probe
+from seqkit.analysis.probe import ProbeConfig, control_labels, layer_features, layer_names, scores, train_probe
+from seqkit.core.checkpoints import load_for_inference
 from seqkit.tokenizers.space import SpaceConfig
 
 from label_fixtures import one_line_error  # noqa: F401
@@ -130,7 +130,7 @@ def write_tagged(path, n, seed):
 
 def test_seqkit_probe_end_to_end(bodies, run_cli, tmp_path):
     from seqkit.cli.probe import main as probe
-    from seqkit.preprocess import PreprocessConfig, preprocess
+    from seqkit.preprocess.text import PreprocessConfig, preprocess
 
     _, ckpts = bodies
     write_tagged(tmp_path / "train.conll", 80, 0)
@@ -175,7 +175,7 @@ def test_a_layer_is_chosen_on_one_split_and_reported_on_another(bodies, run_cli,
     """report=test: the same probes score a second split; the chosen split's figures are those of a
     run without it, and the summary names the layer best there with its figures on the other."""
     from seqkit.cli.probe import main as probe
-    from seqkit.preprocess import PreprocessConfig, preprocess
+    from seqkit.preprocess.text import PreprocessConfig, preprocess
 
     _, ckpts = bodies
     for name, n, seed in (("train", 80, 0), ("valid", 20, 1), ("test", 20, 2)):

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import seqkit
+from seqkit.analysis.prune import attention_modules, head_importance, magnitude_prune, prune_heads
+from seqkit.core.checkpoints import load_for_inference
 from seqkit.criteria.cross_entropy import smoothed_nll
-from seqkit.generation.load import load_for_inference
 from seqkit.models.modules.attention import MultiheadAttention
-from seqkit.prune import attention_modules, head_importance, magnitude_prune, prune_heads
 from seqkit.training.trainer import Trainer
 from tests.test_transformer import batch, build, tiny
 

@@ -4,14 +4,15 @@ logits stay close to fp32's, and ``seqkit-generate quantize=int8`` translates as
 packed_weights: oneDNN-prepacked Linear layers compute what ``F.linear`` does and translate alike."""
 
 import copy
+import logging
 
 import pytest
 import torch
 from torch import nn
 
 from seqkit.cli.generate import main as generate_main
+from seqkit.core.checkpoints import load_for_inference
 from seqkit.generation import packed
-from seqkit.generation.load import load_for_inference
 from seqkit.generation.packed import PackedLinear, pack_linear_weights
 from seqkit.generation.quantize import quantize_int8
 
@@ -108,9 +109,10 @@ def test_pack_keeps_state_dict_and_skips_small_layers(checkpoint):
 
 
 @needs_onednn
-def test_generate_packed_translates_as_plain(checkpoint, toy_data, run_cli, fast_gen_args, monkeypatch):
+def test_generate_packed_translates_as_plain(checkpoint, toy_data, run_cli, fast_gen_args, monkeypatch, caplog):
     _, data = toy_data
     monkeypatch.setattr(packed, "MIN_NUMEL", 0)  # pack every layer of the tiny model
+    caplog.set_level(logging.DEBUG, logger="seqkit.generate")  # the packing line is logged at DEBUG
     gen = fast_gen_args + [f"task.data={data}", f"path={checkpoint}"]
     plain, fast = run_cli(generate_main, gen + ["packed_weights=false"]), run_cli(generate_main, gen)
     assert plain.code == 0 and fast.code == 0, fast.err

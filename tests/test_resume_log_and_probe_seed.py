@@ -15,10 +15,10 @@ from omegaconf import OmegaConf
 from torch import nn
 
 import seqkit
+from seqkit.analysis.probe import ProbeConfig, _lstm_layers, train_probe
 from seqkit.cli.common import ConfigBuilder
 from seqkit.data.toy_corpus import make_corpus
-from seqkit.preprocess import PreprocessConfig, preprocess
-from seqkit.probe import ProbeConfig, _lstm_layers, train_probe
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
 from seqkit.training.progress import drop_records_after
@@ -95,13 +95,13 @@ def test_only_this_destinations_stale_staging_folders_are_removed(tmp_path, monk
     preprocess(cfg)
     assert sorted(os.listdir(tmp_path)) == sorted(others + ["bin", "raw"])
     # a run that fails part way (here: while binarizing) removes its own staging folder
-    import seqkit.preprocess
+    import seqkit.preprocess.text
 
     def fails(*args, **kwargs):
         assert staging(tmp_path) != [".bin.tmp-notmine"]  # inside the staging folder
         raise OSError("disk full")
 
-    monkeypatch.setattr(seqkit.preprocess, "_binarize", fails)
+    monkeypatch.setattr(seqkit.preprocess.text, "_binarize", fails)
     with pytest.raises(OSError):
         preprocess(PreprocessConfig(**{**cfg.__dict__, "overwrite": True}))
     assert staging(tmp_path) == [".bin.tmp-notmine"] and (tmp_path / "bin" / "preprocess.json").is_file()
@@ -202,7 +202,7 @@ def test_lstm_layers_are_built_once_and_draw_nothing():
 
 
 def test_two_probe_runs_agree_whatever_ran_between(tmp_path):
-    from seqkit.probe import run
+    from seqkit.analysis.probe import run
 
     (tmp_path / "text").mkdir()
     text = make_text(tmp_path / "text")

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import seqkit.models  # noqa: F401  (registers the presets)
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.errors import SeqkitError
 from seqkit.generation import GenerationConfig, SequenceGenerator
 from seqkit.models.rnn import RNNConfig, RNNModel, lstm_tiny
-from seqkit.registry import MODELS
 
 DICT = Dictionary([f"w{i}" for i in range(12)])  # 16 symbols with the 4 specials
 KINDS = [(cell, attention, step) for cell in ("lstm", "gru") for attention in ("none", "additive", "dot", "general")

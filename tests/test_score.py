@@ -13,8 +13,8 @@ import pytest
 
 from seqkit.cli import main as seqkit_main
 from seqkit.cli import score as score_cli
-from seqkit.errors import SeqkitError
-from seqkit.scoring import TOK_LC_NAME, ScoreConfig, corpus_scores, score_files
+from seqkit.core.errors import SeqkitError
+from seqkit.scoring.text import TOK_LC_NAME, ScoreConfig, corpus_scores, score_files
 
 HYP = ["The cat sat on the mat.", "A quick brown fox jumps over the dog.", "It is raining today."]
 REF1 = ["The cat is on the mat.", "The quick brown fox jumped over the lazy dog.", "Today it is raining."]

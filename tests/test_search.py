@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation import GenerationConfig, SequenceGenerator, Specials, ban_repeated_ngrams
 from seqkit.generation.search import row_topk
 from seqkit.generation.sampling import best_tokens

@@ -17,11 +17,11 @@ from label_fixtures import one_line_error, single, single_ckpt, translation_ckpt
 from seqkit.adapt.modes import unused_settings
 from seqkit.cli.prune import main as prune
 from seqkit.cli.train import main as train
-from seqkit.errors import SeqkitError
-from seqkit.generation.load import load_for_inference
+from seqkit.core import checkpoints
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.models.pretrained import PretrainedClassifierConfig, resolve_base_path
-from seqkit.registry import MODELS
-from seqkit.training import checkpoints
 
 ROOT = Path(__file__).resolve().parent.parent
 

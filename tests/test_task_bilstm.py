@@ -7,13 +7,13 @@ import pytest
 import torch
 from transfer_fixtures import make_text, pretrained_bodies, run, trainer_for
 
+from seqkit.core import checkpoints
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.errors import SeqkitError
 from seqkit.generation.classifier import Classifier
 from seqkit.models.bilstm import concat_pool
 from seqkit.models.pretrained import PretrainedTaggerConfig
-from seqkit.registry import MODELS
-from seqkit.training import checkpoints
 
 RNN = ["model.head=bilstm", "model.bilstm.embed_dim=8", "model.bilstm.hidden_dim=6", "model.bilstm.head_dim=5",
        "model.bilstm.dropout=0"]
@@ -100,7 +100,7 @@ def test_bad_head_settings_are_one_line(override, message):
     from omegaconf import OmegaConf
 
     from seqkit.cli.common import ConfigBuilder
-    from seqkit.dataclass_utils import check_ranges
+    from seqkit.core.config import check_ranges
     from seqkit.training.config import TrainConfig
 
     with pytest.raises(SeqkitError, match=re.escape(message)):

@@ -6,8 +6,8 @@ import random
 import pytest
 import torch
 
+from seqkit.core.registry import TOKENIZERS
 from seqkit.data.dictionary import Dictionary
-from seqkit.registry import TOKENIZERS
 from seqkit.tokenizers import load_tokenizer
 from seqkit.tokenizers.wordpiece import WordPieceConfig, WordPieceTokenizer, learn_wordpiece, wordpiece_split
 
@@ -84,7 +84,7 @@ def test_sentencepiece_training_is_deterministic(tmp_path):
 
 
 def test_sentencepiece_vocab_too_large_is_one_line_error(tmp_path):
-    from seqkit.errors import SeqkitError
+    from seqkit.core.errors import SeqkitError
 
     path = tmp_path / "t.txt"
     path.write_text("ab ba\n" * 10, encoding="utf-8")

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 import seqkit
 from seqkit.cli.common import ConfigBuilder
 from seqkit.data.toy_corpus import make_corpus
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
 from seqkit.training.trainer import Trainer
@@ -104,7 +104,7 @@ def test_early_stopping_by_patience(data_dir, tmp_path):
 
 
 def test_non_finite_updates_are_skipped_then_stop(data_dir, tmp_path):
-    from seqkit.errors import SeqkitError
+    from seqkit.core.errors import SeqkitError
 
     t = Trainer(make_cfg(data_dir, tmp_path / "g", "optimization.max_bad_updates=3", "checkpoint.no_save=true"))
     before = {k: v.clone() for k, v in t.model.state_dict().items()}

@@ -13,13 +13,13 @@ import pytest
 import torch
 from transfer_fixtures import OBJECTIVES, WORDS, binarize, make_text, pretrain, run, trainer_for
 
-from seqkit.errors import SeqkitError
+from seqkit.core import checkpoints
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import file_sha256
 from seqkit.generation.classifier import Classifier
-from seqkit.io import file_sha256
 from seqkit.models.pretrained import pool
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
-from seqkit.training import checkpoints
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
@@ -97,9 +97,9 @@ def test_finetuned_checkpoint_stands_alone(text, pretrained, tmp_path):
 
 @pytest.mark.parametrize("objective", ["elmo", "bart"])
 def test_pretrained_tagger_gives_one_label_per_position(text, pretrained, objective):
+    from seqkit.core.registry import MODELS
     from seqkit.data.dictionary import Dictionary
     from seqkit.models.pretrained import PretrainedTaggerConfig
-    from seqkit.registry import MODELS
 
     src = Dictionary.from_state_dict(checkpoints.load(str(pretrained[objective]))["task_state"]["dict"])
     model = MODELS.build(PretrainedTaggerConfig(path=str(pretrained[objective])), src, 5).eval()
@@ -145,7 +145,7 @@ def test_pooling_reads_first_last_mean_and_max_over_real_positions():
 def test_eval_lm_scores_noised_objectives_as_validation_does(text, runs, objective):
     """seqkit-eval-lm's masked/denoising path and the trainer's validation are two codes over the
     same fixed masks: they agree on loss and accuracy."""
-    from seqkit.eval_lm import EvalLMConfig, evaluate
+    from seqkit.analysis.eval_lm import EvalLMConfig, evaluate
     from seqkit.tasks.language_modeling import LanguageModelingConfig
 
     ck, valid = runs[objective]

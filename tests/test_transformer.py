@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import seqkit
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.generation import GenerationConfig, SequenceGenerator
 from seqkit.models.transformer import TransformerConfig, TransformerModel, transformer_small
-from seqkit.registry import MODELS
 
 seqkit.import_builtin_components()  # registers the presets
 DICT = Dictionary([f"w{i}" for i in range(12)])  # 16 symbols with the 4 specials

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder
-from seqkit.preprocess import PreprocessConfig, preprocess
+from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
 from seqkit.training.trainer import Trainer

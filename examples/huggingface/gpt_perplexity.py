@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from seqkit.generation.load import load_for_inference
+from seqkit.core.checkpoints import load_for_inference
 from seqkit.hf.convert import export_folder
 
 
@@ -29,7 +29,7 @@ def main() -> None:
     hf = GPT2LMHeadModel.from_pretrained(folder).eval()
     task, model = load_for_inference(path, {"data": data, "tokens_per_sample": block, "context_window": 0})
     model.eval()
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     hf_info = checkpoints.load(path).get("hf")  # an imported model: seqkit ids -> HF ids; else the same ids
     ids = torch.tensor(hf_info["vocab"]["hf_ids"]) if hf_info else torch.arange(len(task.dictionary))

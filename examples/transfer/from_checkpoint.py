@@ -4,7 +4,7 @@ training it on other data: ULMFiT's middle stage). Usage: python from_checkpoint
 import sys
 
 from seqkit.cli.common import yaml_value
-from seqkit.training import checkpoints
+from seqkit.core import checkpoints
 
 cfg = checkpoints.load(sys.argv[1])["cfg"]
 out = []

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 from seqkit.models.modules.attention import MultiheadAttention
 from seqkit.models.modules.transformer_layers import FeedForward
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from seqkit.dataclass_utils import arg
+from seqkit.core.config import arg
 
 
 @dataclass

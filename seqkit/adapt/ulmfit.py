@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 
 from torch import nn
 
-from seqkit.dataclass_utils import arg
+from seqkit.core.config import arg
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Training objectives, registered in ``seqkit.registry.CRITERIA``.
+"""Training objectives, registered in ``seqkit.core.registry.CRITERIA``.
 
 A criterion is called as ``criterion(model, sample) -> (loss, sample_size, logging_output)``:
 ``loss`` is a *sum* over the batch; the trainer divides gradients by the total ``sample_size``

@@ -14,8 +14,8 @@ from typing import Any, Dict, Tuple
 
 import torch
 
-from seqkit.dataclass_utils import arg
-from seqkit.registry import CRITERIA
+from seqkit.core.config import arg
+from seqkit.core.registry import CRITERIA
 
 
 @dataclass
@@ -187,7 +187,7 @@ class AdaptiveLossCriterion:
 
     def __init__(self, cfg: AdaptiveLossConfig, task: Any):
         if getattr(task, "model_kind", None) != "lm":
-            from seqkit.errors import SeqkitError
+            from seqkit.core.errors import SeqkitError
 
             raise SeqkitError(f"criterion adaptive_loss trains language models (task language_modeling), not task "
                               f"{task.cfg.name}")

@@ -30,10 +30,11 @@ from typing import Any, Dict, Tuple
 
 import torch
 
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA
 from seqkit.criteria.cross_entropy import _logging, smoothed_nll
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import CRITERIA
 
 log = logging.getLogger("seqkit.train")
 
@@ -98,8 +99,6 @@ def check_top_k(top_k: int, task: Any) -> None:
 def load_teacher(path: str, task: Any) -> torch.nn.Module:
     """The teacher model of checkpoint ``path``, in eval mode, its parameters frozen; one clear
     error when it was trained for another kind of task or with other dictionaries or labels."""
-    from seqkit.generation.load import load_for_inference
-
     if not path:
         raise SeqkitError("criterion=distillation needs criterion.teacher=CHECKPOINT")
     if not os.path.isfile(path):

@@ -15,9 +15,9 @@ from typing import Any, Dict, Tuple
 import torch
 import torch.nn.functional as F
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import CRITERIA
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA
 
 
 @dataclass

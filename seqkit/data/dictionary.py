@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, Iterable, List, Sequence
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 
@@ -102,13 +102,13 @@ class Dictionary:
         return out
 
     def save(self, path: str) -> None:
-        from seqkit.io import atomic_write_text
+        from seqkit.core.io import atomic_write_text
 
         atomic_write_text(path, "".join(f"{s} {c}\n" for s, c in zip(self.symbols[4:], self.counts[4:])))
 
     @classmethod
     def load(cls, path: str) -> "Dictionary":
-        from seqkit.io import read_lines
+        from seqkit.core.io import read_lines
 
         symbols, counts = [], []
         for lineno, line in enumerate(read_lines(path), 1):

@@ -15,9 +15,9 @@ import os
 import shutil
 from typing import Dict, List, Sequence
 
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text
 from seqkit.data.indexed_dataset import write_dataset
-from seqkit.errors import SeqkitError
-from seqkit.io import atomic_write_text
 
 
 def check_destination(dest: str, data: str) -> None:

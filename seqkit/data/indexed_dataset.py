@@ -14,7 +14,7 @@ from typing import Iterable, List, Sequence
 import numpy as np
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 _MAGIC = b"SQKIDX01"
 _DTYPES = {1: np.uint16, 2: np.int32}

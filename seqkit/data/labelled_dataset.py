@@ -9,20 +9,39 @@ Stored by ``seqkit-preprocess task=classification|tagging`` as memory-mapped arr
   tagging: one value per input position: 0 = not the first piece of a word (or ``<s>``/``</s>``),
   1 = the first piece of a word whose tag is unknown (a split to predict), 2 + k = first piece of a
   word tagged with label k. The loss and the metrics only see first pieces.
+
+:func:`encode_example` turns one raw example into this layout; the preprocessor and the task (raw
+text at inference) both call it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from seqkit.data.dictionary import Dictionary
+from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.pair_dataset import LanguagePairDataset, pad_right
 
 IGNORE = -1  # target value of positions (or sentences) without a label: skipped by loss and metrics
 NOT_A_WORD_START, UNLABELLED_WORD_START, FIRST_TAG = 0, 1, 2
+
+
+def encode_example(tok: Any, d: Dictionary, texts: Tuple[str, ...], per_token: bool) -> Tuple[List[int], List[int]]:
+    """ids ``<s> a </s> [b </s>]`` and, for tagging (``texts`` the words), the position of each
+    word's first piece; ``tok`` is the folder's tokenizer (``tok.encode(text)`` -> pieces)."""
+    ids, starts = [d.bos()], []
+    if per_token:
+        for word in texts:
+            starts.append(len(ids))
+            ids.extend(d.index(p) for p in (tok.encode(word) or [UNK]))  # a word always keeps a position
+        ids.append(d.eos())
+        return ids, starts
+    for text in texts:
+        ids.extend(d.index(p) for p in tok.encode(text))
+        ids.append(d.eos())
+    return ids, starts
 
 
 def segments_of(src_tokens: torch.Tensor, eos: int, pad: int) -> torch.Tensor:

@@ -3,7 +3,7 @@
 Every reader checks its input and raises one ``SeqkitError`` line naming the file and line of the
 first problem (a missing column, a sentence pair with no second sentence, a CoNLL line with the
 wrong number of columns). Readers return plain Python lists; tokenizing and binarizing happen in
-:mod:`seqkit.preprocess_labelled`.
+:mod:`seqkit.preprocess.labelled`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from seqkit.errors import SeqkitError
-from seqkit.io import read_lines
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import read_lines
 
 BOM = "\ufeff"
 

@@ -24,11 +24,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from seqkit.core.errors import SeqkitError
 from seqkit.data.batching import token_budget_batches
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.pair_dataset import PaddedBatches
-from seqkit.errors import SeqkitError
 
 BREAK_MODES = ("none", "eos", "complete")
 

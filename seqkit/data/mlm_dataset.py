@@ -25,13 +25,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from seqkit.core.errors import SeqkitError
 from seqkit.data.batching import token_budget_batches
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import block_bounds
 from seqkit.data.noising import NoiseSpecials, mask_tokens, span_mask_tokens
 from seqkit.data.pair_dataset import PaddedBatches
-from seqkit.errors import SeqkitError
 
 MASK = "<mask>"
 PAIR_MODES = ("none", "nsp", "sop")

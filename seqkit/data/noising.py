@@ -32,7 +32,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 Noise = Callable[[torch.Tensor, np.random.Generator], torch.Tensor]  # (tokens, rng) -> noised tokens
 

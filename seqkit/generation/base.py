@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig
 
 

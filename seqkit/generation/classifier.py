@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.errors import SeqkitError
 from seqkit.data.labelled_dataset import collate_inputs
-from seqkit.errors import SeqkitError
-from seqkit.generation.load import load_for_inference
 from seqkit.models.modules.kernels import use_attention_kernels
 
 log = logging.getLogger("seqkit.generate")

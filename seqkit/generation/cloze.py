@@ -17,9 +17,9 @@ from typing import Any, List, Sequence, Tuple
 
 import torch
 
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.errors import SeqkitError
 from seqkit.data.pair_dataset import pad_right
-from seqkit.errors import SeqkitError
-from seqkit.generation.load import load_for_inference
 from seqkit.models.modules.kernels import use_attention_kernels
 
 log = logging.getLogger("seqkit.generate")

@@ -12,9 +12,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from seqkit.common_config import CommonConfig
-from seqkit.dataclass_utils import arg, check_ranges
-from seqkit.errors import SeqkitError
+from seqkit.core.config import CommonConfig
+from seqkit.core.config import arg, check_ranges
+from seqkit.core.errors import SeqkitError
 
 QUANTIZE = ("none", "int8")  # seqkit's engine: quantize=int8 (see seqkit.generation.quantize)
 

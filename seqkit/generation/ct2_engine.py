@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase, as_list
 from seqkit.generation.config import GenerationConfig, max_target_len
 
@@ -65,7 +65,7 @@ class CT2Engine:
     def __init__(self, task: Any, model_dir: str, gen_cfg: GenerationConfig, max_target_positions: int,
                  device: str = "cpu", compute_type: str = "default", inter_threads: int = 1, intra_threads: int = 0,
                  seed: int = 1):
-        from seqkit.export import import_ctranslate2
+        from seqkit.export.ct2 import import_ctranslate2
 
         ct2 = import_ctranslate2()
         check_supported(gen_cfg)
@@ -176,8 +176,8 @@ def export_task(meta: Dict[str, Any], task_overrides: Optional[Dict[str, Any]] =
     """The task an export was written from, rebuilt from its ``seqkit_export.json`` (no torch for
     the built-in translation task; another task's modules are imported first)."""
     import seqkit.tasks.translation  # noqa: F401  (registers the translation task, without torch)
-    from seqkit.export import from_json
-    from seqkit.registry import TASKS
+    from seqkit.core.registry import TASKS
+    from seqkit.export.ct2 import from_json
 
     values = {**meta["task"], **(task_overrides or {})}
     if values.get("name") not in TASKS:
@@ -209,7 +209,7 @@ class CT2Translator(TranslatorBase):
         ``fallback(threads, device)`` builds seqkit's engine on the same checkpoint, for the sentences
         CTranslate2 leaves unfinished (:meth:`seqkit.generation.translator.Translator.fallback_for`:
         the caller passes it, so this module never imports seqkit's engine)."""
-        from seqkit.export import cached_export, read_meta
+        from seqkit.export.ct2 import cached_export, read_meta
 
         if engine != "ctranslate2":
             raise SeqkitError(f"engine={engine!r}: choose seqkit or ctranslate2")
@@ -220,7 +220,7 @@ class CT2Translator(TranslatorBase):
         task = export_task(meta, task_overrides)
         max_src, max_tgt = meta["max_positions"]
         if device == "auto":
-            from seqkit.export import import_ctranslate2
+            from seqkit.export.ct2 import import_ctranslate2
 
             device = "cuda" if import_ctranslate2().get_cuda_device_count() > 0 else "cpu"
         threads = threads or len(os.sched_getaffinity(0))

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.classifier import Classifier
 from seqkit.generation.config import InContextConfig
 

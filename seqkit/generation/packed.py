@@ -56,7 +56,7 @@ def pack_linear_weights(model: nn.Module, min_numel: Optional[int] = None) -> in
     embedding's weight first, by models with ``untie_output``). Returns how many were swapped; 0
     where this torch has no oneDNN. ``min_numel`` defaults to :data:`MIN_NUMEL`."""
     if not packing_available():
-        log.info("packed_weights: this torch has no oneDNN linear ops; using F.linear")
+        log.debug("packed_weights: this torch has no oneDNN linear ops; using F.linear")
         return 0
     min_numel = MIN_NUMEL if min_numel is None else min_numel
     untie = getattr(model, "untie_output", None)
@@ -70,5 +70,5 @@ def pack_linear_weights(model: nn.Module, min_numel: Optional[int] = None) -> in
                     and w.numel() >= min_numel):
                 setattr(parent, name, PackedLinear(child))
                 swapped += 1
-    log.info("packed_weights: %d Linear layers prepacked for oneDNN", swapped)
+    log.debug("packed_weights: %d Linear layers prepacked for oneDNN", swapped)
     return swapped

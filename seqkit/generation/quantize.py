@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from seqkit.adapt.lora import merge_lora
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.generate")
 

@@ -21,7 +21,7 @@ from typing import Any, Dict, List
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.config import GenerationConfig, check_generation_config, max_target_len
 from seqkit.generation.sampling import sample_step
 

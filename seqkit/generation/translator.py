@@ -18,13 +18,13 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 import torch
 from torch import nn
 
-from seqkit.allocator import keep_freed_memory
-from seqkit.cpu import prepare_low_precision
+from seqkit.core.allocator import keep_freed_memory
+from seqkit.core.checkpoints import load_for_inference
+from seqkit.core.cpu import prepare_low_precision
+from seqkit.core.errors import SeqkitError
 from seqkit.data.pair_dataset import collate_raw
-from seqkit.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase
 from seqkit.generation.config import GenerationConfig, check_quantize, merge_generation
-from seqkit.generation.load import load_for_inference
 from seqkit.generation.packed import pack_linear_weights
 from seqkit.generation.quantize import quantize_int8
 from seqkit.generation.search import SequenceGenerator
@@ -48,7 +48,7 @@ def search_dtype(model: nn.Module, precision: str, device: torch.device) -> Opti
     ``precision`` on ``device``: bf16/fp16 on CUDA, where autocast would cast every fp32 weight
     again at every decoder step (bf16 generation ran at 31 sentences/s on an H100 against fp32's
     323, cuDNN's attention plans included). None (autocast, as before) at fp32, on CPU (its bf16
-    path was measured as it is: :func:`seqkit.cpu.prepare_low_precision`), and for models with
+    path was measured as it is: :func:`seqkit.core.cpu.prepare_low_precision`), and for models with
     recurrent layers (torch's CUDA LSTM and GRU cells took bf16 only in torch 2.3)."""
     dtype = PRECISION_DTYPES[precision]
     if dtype is None or device.type != "cuda" or any(isinstance(m, nn.RNNBase) for m in model.modules()):

@@ -20,8 +20,8 @@ import logging
 import os
 from typing import Any, Dict, Optional, Tuple
 
-from seqkit.dataclass_utils import to_plain
-from seqkit.errors import SeqkitError
+from seqkit.core.config import to_plain
+from seqkit.core.errors import SeqkitError
 from seqkit.hf import bert, electra, gpt2, heads, seq2seq, t5
 from seqkit.hf.card import model_card
 from seqkit.hf.folder import read_config, read_weights, require, write_folder
@@ -161,8 +161,8 @@ def import_folder(folder: str, output: str, overwrite: bool = False, generator: 
     specials, over the family's own choice, :func:`parse_specials`; ``eos_prefix``: a GPT-2 reads
     ``</s>`` before each prompt, None: as config.json says, else not)."""
     import seqkit
-    from seqkit.registry import MODELS, TASKS
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
+    from seqkit.core.registry import MODELS, TASKS
 
     seqkit.import_builtin_components()
     if os.path.exists(output) and not overwrite:
@@ -219,7 +219,7 @@ def _check_loads(state: Dict[str, Any], output: str, optional: Tuple[str, ...] =
     """Build the model the checkpoint describes and load its weights (a mismatch is one line). A
     head in ``optional`` the HF model lacks (a ``BertModel``'s masked-LM head) keeps its fresh
     initialization, said in a warning."""
-    from seqkit.registry import MODELS, TASKS
+    from seqkit.core.registry import MODELS, TASKS
 
     task = TASKS.build(TASKS.make_config(state["cfg"]["task"]), state["task_state"])
     model = task.build_model(MODELS.make_config(state["cfg"]["model"]))
@@ -241,8 +241,8 @@ def _check_loads(state: Dict[str, Any], output: str, optional: Tuple[str, ...] =
 def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = False) -> str:
     """Write the seqkit checkpoint ``path`` as an HF model folder ``output`` (``peft``: a LoRA run as
     a PEFT adapter folder, :mod:`seqkit.hf.lora`)."""
-    from seqkit.generation.load import load_for_inference
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
+    from seqkit.core.checkpoints import load_for_inference
 
     state = checkpoints.load(path)
     name = state["cfg"]["model"].get("name")

@@ -12,8 +12,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
-from seqkit.io import atomic_write_text, staged_dir
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text, staged_dir
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 

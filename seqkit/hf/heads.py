@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.hf import bert, electra, gpt2
 from seqkit.hf.vocab import VocabMap
 
@@ -82,7 +82,7 @@ def base_hf(cfg: Dict[str, Any]) -> Dict[str, Any]:
     imported = cfg["body"].get("hf_architecture", "")
     if not imported:
         return {}
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     path = cfg.get("path", "")
     try:

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Tuple, Union
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 
 Names = Union[str, Tuple[str, ...]]

@@ -18,10 +18,10 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text, staged_dir
 from seqkit.hf import heads
 from seqkit.hf.folder import require, write_model
-from seqkit.io import atomic_write_text, staged_dir
 
 
 def _linear_names(family: Any, body_cfg: Dict[str, Any], imported: str) -> Dict[str, Tuple[Tuple[str, ...], bool]]:

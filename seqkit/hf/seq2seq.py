@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.hf.keymap import TO_HF_ACTIVATION, KeyMap, activation, refuse
 from seqkit.hf.vocab import VocabMap
 from seqkit.models.modules.positions import sinusoid_table
@@ -308,7 +308,7 @@ class MarianTokenizers:
     FILES = ("source.spm", "target.spm", "vocab.json")
 
     def __init__(self, folder: str):
-        from seqkit.dataclass_utils import to_plain
+        from seqkit.core.config import to_plain
         from seqkit.tokenizers.sentencepiece import SentencePieceUnigramConfig
 
         for name in self.FILES:

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 from seqkit.hf.keymap import ACTIVATIONS, TO_HF_ACTIVATION, KeyMap
 from seqkit.hf import seq2seq
 from seqkit.hf.vocab import VocabMap

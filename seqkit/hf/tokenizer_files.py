@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Tuple
 
+from seqkit.core.errors import SeqkitError
 from seqkit.data.dictionary import BOS, EOS, PAD, UNK
-from seqkit.errors import SeqkitError
 from seqkit.hf.folder import require
 
 

@@ -20,8 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from seqkit.core.errors import SeqkitError
 from seqkit.data.dictionary import BOS, EOS, PAD, UNK, Dictionary
-from seqkit.errors import SeqkitError
 
 SPECIALS = (PAD, BOS, EOS, UNK)
 

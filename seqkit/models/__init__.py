@@ -1,4 +1,4 @@
-"""Models: one file per family, registered in ``seqkit.registry.MODELS`` with named presets.
+"""Models: one file per family, registered in ``seqkit.core.registry.MODELS`` with named presets.
 
 Each model class has a ``kind`` (``seq2seq``, ``classifier``, ``tagger``, ``lm``, ``masked_lm``) that fixes how a task
 builds and calls it; :mod:`seqkit.models.base` describes each interface.

@@ -32,13 +32,13 @@ S source length, T target length, C model dim, V target vocabulary.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
 
-from seqkit.errors import SeqkitError
-from seqkit.registry import MODELS
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 
 EncoderOut = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
 Cache = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
@@ -124,23 +124,6 @@ class EncoderClassifierModel(nn.Module):
         """Longest input (tokens, ``<s>``/``</s>`` included) the model accepts, and a placeholder
         for the target side so the trainer treats every task alike."""
         return (1 << 30, 1 << 30)
-
-
-def saved_keys(model: nn.Module) -> Optional[Set[str]]:
-    """The state entries a checkpoint of ``model`` holds: None for all of them, or the set a
-    parameter-efficient model names (its ``checkpoint_keys()``, see :mod:`seqkit.models.pretrained`)."""
-    own = getattr(model, "checkpoint_keys", None)
-    return own() if callable(own) else None
-
-
-def check_saved_keys(keep: Optional[Set[str]], state: Dict[str, torch.Tensor], where: str) -> None:
-    """A parameter-efficient model's checkpoint must hold exactly the entries it trains."""
-    if keep is None or set(state) == keep:
-        return
-    missing, extra = sorted(keep - set(state)), sorted(set(state) - keep)
-    raise SeqkitError(f"{where} does not fit this model: " + "; ".join(
-        f"{what} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
-        for what, keys in (("missing", missing), ("unexpected", extra)) if keys))
 
 
 def check_model_kind(model_name: str, kind: str, task_name: str) -> None:

@@ -27,13 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqkit.core.config import arg
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.transformer_layers import ACTIVATIONS
 from seqkit.models.transformer_encoder import (EncoderTransfer, PoolerHead, TransformerEncoder,
                                                TransformerEncoderConfig)
-from seqkit.registry import MODELS
+from seqkit.core.registry import MODELS
 
 
 @dataclass

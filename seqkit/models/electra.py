@@ -21,13 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqkit.core.config import arg
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.noising import replaced_token_labels
-from seqkit.dataclass_utils import arg
 from seqkit.models.bert import MaskedLMHead, log_unigram
 from seqkit.models.modules.transformer_layers import ACTIVATIONS
 from seqkit.models.transformer_encoder import EncoderTransfer, TransformerEncoder, TransformerEncoderConfig
-from seqkit.registry import MODELS
 
 
 @dataclass

@@ -23,14 +23,14 @@ from typing import List, Optional, Tuple
 import torch
 from torch import nn
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
 from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, prefix_length, remove_prefix
-from seqkit.registry import MODELS
 
 
 @dataclass

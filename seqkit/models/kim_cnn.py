@@ -22,12 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.dropout import dropout
-from seqkit.registry import MODELS
 
 
 @dataclass

@@ -20,13 +20,13 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from seqkit.core.config import arg
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg
 from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, prefix_length, remove_prefix
-from seqkit.registry import MODELS
 
 
 @dataclass

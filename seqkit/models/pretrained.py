@@ -47,15 +47,16 @@ from seqkit.adapt.lora import LoRAConfig
 from seqkit.adapt.modes import FIXED_BODY, MODES, PARAMETER_EFFICIENT, adapt_body, unused_settings
 from seqkit.adapt.prompt import PromptConfig, SoftPrompt
 from seqkit.adapt.ulmfit import ULMFiTConfig, layer_groups
+from seqkit.core import checkpoints
+from seqkit.core.config import arg, to_plain
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import file_sha256
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg, to_plain
-from seqkit.errors import SeqkitError
-from seqkit.io import file_sha256
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.bilstm import BiLSTMEncoder, PoolingHead, TaskBiLSTMConfig, concat_pool
 from seqkit.models.elmo import ScalarMix
 from seqkit.models.transformer_encoder import PoolerHead, TokenHead
-from seqkit.registry import MODELS
 
 log = logging.getLogger("seqkit.models")
 
@@ -157,12 +158,8 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
         if cfg.base_sha256 and sha != cfg.base_sha256:
             raise SeqkitError(f"{cfg.path} is not the base this model was trained from (its sha256 {sha[:12]}... "
                               f"differs from the recorded {cfg.base_sha256[:12]}...)")
-    from seqkit.generation.load import load_for_inference
-
-    from seqkit.training import checkpoints
-
     state = checkpoints.load(cfg.path)
-    task, body = load_for_inference(cfg.path, state=state)
+    task, body = checkpoints.load_for_inference(cfg.path, state=state)
     if task.model_kind not in ("lm", "masked_lm", "seq2seq") or not hasattr(body, "transfer_features"):
         raise SeqkitError(f"{cfg.path} holds a {task.model_kind} model ({type(body).__name__}), not a pretrained one")
     pretrain_dict = task.src_dict

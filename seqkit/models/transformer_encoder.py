@@ -24,9 +24,10 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
@@ -35,7 +36,6 @@ from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
 from seqkit.models.modules.transformer_layers import ACTIVATIONS, EncoderLayer
-from seqkit.registry import MODELS
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import LR_SCHEDULERS
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import LR_SCHEDULERS
 
 
 def _warmup(num_updates: int, warmup: int, init_lr: float, peak: float) -> float:

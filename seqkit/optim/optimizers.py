@@ -10,9 +10,9 @@ from typing import Any, Iterable, List
 
 import torch
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import OPTIMIZERS
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import OPTIMIZERS
 
 log = logging.getLogger("seqkit.optim")
 

@@ -1,6 +1,6 @@
 """Tasks: what data a run reads and how it becomes batches, models and criteria.
 
-A task (``seqkit.registry.TASKS``) is built as ``TASKS.build(cfg)`` and offers the trainer
+A task (``seqkit.core.registry.TASKS``) is built as ``TASKS.build(cfg)`` and offers the trainer
 ``load_dataset``, ``build_model``, ``build_criterion``, ``valid_metrics`` and ``checkpoint_state``.
 
 Importing this package registers nothing; ``seqkit.import_builtin_components()`` imports the

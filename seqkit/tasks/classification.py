@@ -1,7 +1,7 @@
 """Sentence classification (single sentences or pairs) and sequence tagging.
 
 Both read a folder written by ``seqkit-preprocess task=classification|tagging`` (see
-:mod:`seqkit.preprocess_labelled`) and train models of kind ``classifier`` / ``tagger``
+:mod:`seqkit.preprocess.labelled`) and train models of kind ``classifier`` / ``tagger``
 (:class:`seqkit.models.base.EncoderClassifierModel`) with the usual criteria: the target of a
 classification batch is ``(B,)``, of a tagging batch ``(B, S)`` with ``IGNORE`` wherever no tag is
 scored (padding, ``<s>``/``</s>``, pieces after a word's first).
@@ -22,14 +22,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from seqkit import metrics
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
-from seqkit.data.labelled_dataset import IGNORE, UNLABELLED_WORD_START, LabelledDataset
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
+from seqkit.data.labelled_dataset import IGNORE, UNLABELLED_WORD_START, LabelledDataset, encode_example
 from seqkit.models.base import check_model_kind
-from seqkit.registry import CRITERIA, MODELS, TASKS
+from seqkit.scoring import metrics
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 
@@ -150,8 +150,6 @@ class ClassificationTask:
 
     def encode_example(self, texts: Tuple[str, ...]) -> Tuple[List[int], List[int]]:
         """Raw example -> ids ``<s> a </s> [b </s>]`` and, for tagging, the first piece of each word."""
-        from seqkit.preprocess_labelled import encode_example
-
         want = 2 if self.pairs else 1
         if not self.per_token and len(texts) != want:
             raise SeqkitError(f"this model reads {'sentence pairs' if self.pairs else 'single sentences'}: "

@@ -24,16 +24,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.batching import token_budget_batches
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import BREAK_MODES, block_bounds
 from seqkit.data.noising import BartNoise, NoiseSpecials, bart_noise, t5_span_corrupt
 from seqkit.data.pair_dataset import PaddedBatches
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
 from seqkit.models.base import check_model_kind
-from seqkit.registry import CRITERIA, MODELS, TASKS
 from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 

@@ -16,16 +16,16 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import BREAK_MODES, TokenBlockDataset
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
 from seqkit.models.base import check_model_kind
-from seqkit.registry import CRITERIA, MODELS, TASKS
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
-DATA_KEY = "text"  # file names of a monolingual folder: dict.text.txt, {split}.text.bin (seqkit.preprocess.LM_KEY)
+DATA_KEY = "text"  # file names of a monolingual folder: dict.text.txt, {split}.text.bin (seqkit.preprocess.common.LM_KEY)
 
 
 @dataclass

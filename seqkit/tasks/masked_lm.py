@@ -15,15 +15,15 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import BREAK_MODES
 from seqkit.data.mlm_dataset import MASK, MASK_UNITS, PAIR_MODES, MaskedLMDataset, MaskingOptions, word_start_table
 from seqkit.data.noising import NoiseSpecials
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
 from seqkit.models.base import check_model_kind
-from seqkit.registry import CRITERIA, MODELS, TASKS
 from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 

@@ -8,10 +8,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.registry import CRITERIA, MODELS, TASKS
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:  # torch is imported where data is read or a model built: see seqkit.tasks

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from seqkit.errors import SeqkitError
-from seqkit.registry import TOKENIZERS
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import TOKENIZERS
 from seqkit.tokenizers import char, huggingface, sentencepiece, space, wordpiece  # noqa: F401  (registers them)
 from seqkit.tokenizers.base import Tokenizer
 

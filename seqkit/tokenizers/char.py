@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
-from seqkit.dataclass_utils import arg, to_plain
-from seqkit.registry import TOKENIZERS
+from seqkit.core.config import arg, to_plain
+from seqkit.core.registry import TOKENIZERS
 from seqkit.tokenizers.base import Tokenizer
 
 SPACE = "\u2581"

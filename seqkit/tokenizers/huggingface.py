@@ -17,9 +17,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
-from seqkit.dataclass_utils import arg, to_plain
-from seqkit.errors import SeqkitError
-from seqkit.registry import TOKENIZERS
+from seqkit.core.config import arg, to_plain
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import TOKENIZERS
 from seqkit.tokenizers.base import Tokenizer
 
 

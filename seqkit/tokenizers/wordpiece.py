@@ -22,9 +22,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Sequence, Set, Tuple
 
-from seqkit.dataclass_utils import arg, to_plain
-from seqkit.io import read_lines
-from seqkit.registry import TOKENIZERS
+from seqkit.core.config import arg, to_plain
+from seqkit.core.io import read_lines
+from seqkit.core.registry import TOKENIZERS
 from seqkit.tokenizers.base import Tokenizer
 
 UNK = "<unk>"  # the Dictionary's unknown symbol: it maps this piece to unk

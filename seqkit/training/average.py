@@ -12,9 +12,9 @@ from typing import Any, Dict, List
 
 import torch
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.training import checkpoints
+from seqkit.core import checkpoints
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
 

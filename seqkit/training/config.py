@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from seqkit.common_config import CommonConfig
-from seqkit.dataclass_utils import arg
+from seqkit.core.config import CommonConfig
+from seqkit.core.config import arg
 
 
 @dataclass

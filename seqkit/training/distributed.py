@@ -26,7 +26,7 @@ class DistInfo:
 def pick_device(pref: str, local_rank: int) -> torch.device:
     if pref == "cuda" or (pref == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            from seqkit.errors import SeqkitError
+            from seqkit.core.errors import SeqkitError
 
             raise SeqkitError("common.device=cuda but no CUDA device is available")
         torch.cuda.set_device(local_rank)
@@ -79,7 +79,7 @@ def wrap_model(model: torch.nn.Module, strategy: str, info: DistInfo) -> torch.n
     DistributedDataParallel wrapper, or the model sharded in place by FSDP (``fully_shard`` on
     every layer of every ``nn.ModuleList``, then on the root)."""
     if strategy not in STRATEGIES:
-        from seqkit.errors import SeqkitError
+        from seqkit.core.errors import SeqkitError
 
         raise SeqkitError(f"unknown distributed.strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
     if info.world_size == 1:

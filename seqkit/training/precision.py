@@ -8,8 +8,8 @@ from typing import Any, Dict, Iterable, Optional
 
 import torch
 
-from seqkit.cpu import prepare_low_precision
-from seqkit.errors import SeqkitError
+from seqkit.core.cpu import prepare_low_precision
+from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
 

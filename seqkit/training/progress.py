@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from seqkit.errors import SeqkitError
-from seqkit.io import atomic_write_text
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text
 
 log = logging.getLogger("seqkit.train")
 

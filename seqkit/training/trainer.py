@@ -19,14 +19,14 @@ import numpy as np
 import torch
 
 from seqkit.adapt.modes import parameter_line
+from seqkit.core import checkpoints
+from seqkit.core.checkpoints import check_saved_keys, saved_keys
+from seqkit.core.config import to_plain
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.data.prefetch import Prefetcher
-from seqkit.dataclass_utils import to_plain
-from seqkit.errors import SeqkitError
-from seqkit.models.base import check_saved_keys, saved_keys
 from seqkit.models.modules.kernels import use_attention_kernels
 from seqkit.optim.groups import param_groups
-from seqkit.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
-from seqkit.training import checkpoints
 from seqkit.training.compile import loss_function
 from seqkit.training.config import TrainConfig
 from seqkit.training import distributed

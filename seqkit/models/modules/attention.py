@@ -36,7 +36,7 @@ class MultiheadAttention(nn.Module):
             self.kv_proj = nn.Linear(embed_dim, 2 * inner, bias=bias)
         self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
         # (H,) or (B, H) multiplies each head's output (of each sentence) when set: the mask whose
-        # gradient measures a head's importance (seqkit/prune.py); None in training and inference
+        # gradient measures a head's importance (seqkit/analysis/prune.py); None in training and inference
         self.head_mask: Optional[torch.Tensor] = None
         self.reset_parameters()
 
@@ -161,7 +161,7 @@ PRUNED_HEADS_HELP = ("attention heads removed by seqkit-prune (written there; le
 def remove_heads(model: nn.Module, pruned: Dict[str, List[int]]) -> None:
     """Remove the heads ``pruned`` names from a freshly built ``model``: the model a pruned
     checkpoint describes, ready for its weights."""
-    from seqkit.errors import SeqkitError
+    from seqkit.core.errors import SeqkitError
 
     for name, heads in pruned.items():
         try:

@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 # name -> (torch.backends.cuda switch, torch.nn.attention.SDPBackend member)
 KERNELS = {

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 
 def parse_cutoff(cutoff: Optional[List[int]], vocab_size: int) -> List[int]:

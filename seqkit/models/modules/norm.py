@@ -12,7 +12,7 @@ import logging
 import torch
 from torch import nn
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.models")
 IMPLS = ("auto", "torch", "apex")
@@ -28,7 +28,7 @@ def apex_fused_layer_norm() -> type | None:
 
 @functools.lru_cache(maxsize=None)
 def _announce(which: str) -> None:
-    log.info("LayerNorm: %s", which)
+    log.debug("LayerNorm: %s", which)  # which implementation: for whoever debugs a speed, not every run
 
 
 def layer_norm(dim: int, impl: str = "auto", eps: float = 1e-5) -> nn.Module:

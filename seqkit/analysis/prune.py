@@ -28,8 +28,8 @@ from typing import Any, Callable, Dict, List, Tuple
 import torch
 from torch import nn
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 from seqkit.models.modules.attention import MultiheadAttention
 
 log = logging.getLogger("seqkit.prune")
@@ -172,9 +172,8 @@ def _validation_batches(task: Any, model: nn.Module, cfg: PruneConfig) -> Callab
 
 
 def run(cfg: PruneConfig) -> str:
-    from seqkit.generation.load import load_for_inference
-    from seqkit.models.base import saved_keys
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
+    from seqkit.core.checkpoints import load_for_inference, saved_keys
 
     if not cfg.path or not cfg.output:
         raise SeqkitError("path=CHECKPOINT and output=FILE are required")

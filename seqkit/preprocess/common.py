@@ -1,5 +1,5 @@
-"""What both preprocessors share (:mod:`seqkit.preprocess` for parallel and monolingual text,
-:mod:`seqkit.preprocess_labelled` for classification and tagging): the config of
+"""What both preprocessors share (:mod:`seqkit.preprocess.text` for parallel and monolingual text,
+:mod:`seqkit.preprocess.labelled` for classification and tagging): the config of
 ``seqkit-preprocess``, the split names, tokenizer training."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from omegaconf import MISSING
 
-from seqkit.dataclass_utils import arg, to_plain
-from seqkit.errors import SeqkitError
-from seqkit.registry import TOKENIZERS
+from seqkit.core.config import arg, to_plain
+from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import TOKENIZERS
 from seqkit.data.dictionary import Dictionary
 from seqkit.tokenizers import Tokenizer
 
@@ -81,7 +81,7 @@ def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:
 
 def remove_stale_staging(dest: str) -> List[str]:
     """Remove the staging folders a killed run writing ``dest`` left beside it (``.{name}.tmp-XXXXXXXX``
-    and its ``.old``, see :func:`seqkit.io.staged_dir`); the paths removed. Only one run writes a
+    and its ``.old``, see :func:`seqkit.core.io.staged_dir`); the paths removed. Only one run writes a
     destdir at a time, so every such folder found before staging is an earlier run's."""
     parent, name = os.path.split(os.path.abspath(dest))
     if not os.path.isdir(parent):
@@ -159,9 +159,9 @@ def save_torch(obj: Any, path: str) -> None:
 def pretrained_vocabulary(path: str) -> Tuple[Tokenizer, Dictionary]:
     """Tokenizer and dictionary of a pretraining checkpoint (its task's own, before ``<mask>`` or
     sentinels are added) or of a ``task=language_modeling`` folder."""
+    from seqkit.core import checkpoints
     from seqkit.tasks.language_modeling import LanguageModelingTask
     from seqkit.tokenizers import load_tokenizer
-    from seqkit.training import checkpoints
 
     if os.path.isdir(path):
         state = LanguageModelingTask.folder_state(path)

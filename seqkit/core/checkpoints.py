@@ -1,4 +1,6 @@
-"""Checkpoint files: plain tensors and dicts, written atomically, verified when read.
+"""Checkpoint files: plain tensors and dicts, written atomically, verified when read; and
+:func:`load_for_inference`, which rebuilds the task and the model a checkpoint describes through
+the registries (every floor above reads checkpoints through this module).
 
 A checkpoint holds: ``cfg`` (the whole train config as plain dicts), ``task_state`` (dictionaries,
 tokenizers), ``model``, ``optimizer``, ``scaler`` state, ``train_state`` (epoch, updates, position
@@ -13,12 +15,13 @@ import io
 import logging
 import os
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 
-from seqkit.errors import SeqkitError
-from seqkit.io import atomic_write_bytes
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_bytes
+from seqkit.core.registry import MODELS, TASKS
 
 log = logging.getLogger("seqkit.checkpoints")
 
@@ -107,3 +110,56 @@ def set_rng_state(state: Dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ------------------------------------------------------------------------- a trained model back
+
+
+def saved_keys(model: torch.nn.Module) -> Optional[Set[str]]:
+    """The state entries a checkpoint of ``model`` holds: None for all of them, or the set a
+    parameter-efficient model names (its ``checkpoint_keys()``, see :mod:`seqkit.models.pretrained`)."""
+    own = getattr(model, "checkpoint_keys", None)
+    return own() if callable(own) else None
+
+
+def check_saved_keys(keep: Optional[Set[str]], state: Dict[str, torch.Tensor], where: str) -> None:
+    """A parameter-efficient model's checkpoint must hold exactly the entries it trains."""
+    if keep is None or set(state) == keep:
+        return
+    missing, extra = sorted(keep - set(state)), sorted(set(state) - keep)
+    raise SeqkitError(f"{where} does not fit this model: " + "; ".join(
+        f"{what} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+        for what, keys in (("missing", missing), ("unexpected", extra)) if keys))
+
+
+def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = None,
+                       state: Optional[Dict[str, Any]] = None) -> Tuple[Any, torch.nn.Module]:
+    """``(task, model)`` from ``path``: the task from the checkpoint's task state (dictionaries,
+    labels, tokenizer), the model from its config and weights, on CPU. ``task_overrides`` changes
+    task config fields (e.g. ``data`` to locate binarized splits); ``state``: the checkpoint
+    already read from ``path``. Task and model are built through the registries, so this module
+    imports no task or model (``import_builtin_components`` fills the registries)."""
+    import seqkit
+
+    seqkit.import_builtin_components()
+    if state is None:
+        state = load(path)
+    cfg = state["cfg"]
+    user_dir = cfg.get("common", {}).get("user_dir")
+    if user_dir and os.path.isdir(user_dir):  # the run's plugins, as fairseq re-imports them
+        from seqkit.core.plugins import import_user_dir
+
+        import_user_dir(user_dir)
+    task_values = {**cfg["task"], **(task_overrides or {})}
+    task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
+    # a parameter-efficient checkpoint's base path: as stored, else beside the checkpoint (older
+    # checkpoints stored it relative to the folder they were trained in)
+    resolve = getattr(MODELS.builder(cfg["model"]["name"]), "resolve_paths", None)
+    model = task.build_model(MODELS.make_config(resolve(cfg["model"], path) if resolve else cfg["model"]))
+    keep = saved_keys(model)  # a parameter-efficient checkpoint: what it trained, over its base
+    check_saved_keys(keep, state["model"], path)
+    try:
+        model.load_state_dict(state["model"], strict=keep is None)
+    except RuntimeError as e:
+        raise SeqkitError(f"{path}: weights do not fit the model it describes ({str(e).splitlines()[0]})") from None
+    return task, model

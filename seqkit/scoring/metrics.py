@@ -3,7 +3,7 @@ entity precision/recall/F1 exactly as CoNLL's ``conlleval`` script counts them.
 
 Scores are in percent, rounded to 2 decimals (as GLUE and conlleval print them)::
 
-    from seqkit.metrics import confusion_matrix, classification_metrics, chunks, entity_counts, entity_scores
+    from seqkit.scoring.metrics import confusion_matrix, classification_metrics, chunks, entity_counts, entity_scores
     classification_metrics(confusion_matrix([0, 1, 1], [0, 1, 0], 2))
     # {'accuracy': 66.67, 'macro_f1': 66.67, 'mcc': 50.0, 'f1': 66.67}
     chunks(["B-PER", "I-PER", "O", "I-LOC"])          # [('PER', 0, 2), ('LOC', 3, 4)]

@@ -1,5 +1,5 @@
 """``seqkit-score`` for classification and tagging output (the readers; the metrics live in
-:mod:`seqkit.metrics`). :mod:`seqkit.scoring` reads the files and dispatches here.
+:mod:`seqkit.scoring.metrics`). :mod:`seqkit.scoring.text` reads the files and dispatches here.
 
 Classification output of ``seqkit-generate``, one block per sentence, lines in any order::
 
@@ -22,12 +22,13 @@ import logging
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from seqkit.errors import SeqkitError
-from seqkit.metrics import classification_metrics, confusion_matrix, entity_counts, entity_scores
+from seqkit.core.errors import SeqkitError
+from seqkit.scoring.metrics import classification_metrics, confusion_matrix, entity_counts, entity_scores
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("seqkit.scoring")
 
 TASKS = ("auto", "translation", "classification", "tagging")
+DEFAULT_POSITIVE_LABEL = "1"  # GLUE MRPC / QQP: label 1 is the positive class
 
 _GEN_LINE = re.compile(r"^([STHDPL])-(\d+)\t")
 _ANY_GEN_LINE = re.compile(r"^[A-Z]-\d+\t")
@@ -149,18 +150,26 @@ def read_label_ref(lines: Sequence[str], name: str, label_column: str = "label")
 
 
 def _label_order(labels: Sequence[str], positive_label: str) -> Tuple[List[str], Optional[int]]:
-    """Sorted label set, and the index of the positive label for binary F1 (put last: index 1)."""
+    """Sorted label set, and the index of the positive label for binary F1 (put last: index 1).
+
+    No binary F1 (None) for other than two labels, nor for two named labels without the default
+    positive label ``1`` (RTE's entailment / not_entailment): like sklearn, which takes ``pos_label=1``
+    but asks for one with string labels, seqkit does not guess which label is positive; one line says
+    how to ask. A positive label given that is neither label is an error."""
     order = sorted(set(labels))
     if len(order) != 2:
         return order, None
     if positive_label not in order:
-        log.warning("no binary f1: positive_label %r is not one of the labels (%s); set positive_label=",
-                    positive_label, ", ".join(order))
+        if positive_label != DEFAULT_POSITIVE_LABEL:
+            raise SeqkitError(f"positive_label={positive_label} is not one of the two labels ({', '.join(order)})")
+        log.info("no binary f1: the labels are %s (no label %s); positive_label=%s (or %s) reports that label's f1",
+                 " and ".join(order), DEFAULT_POSITIVE_LABEL, order[0], order[1])
         return order, None
     return [x for x in order if x != positive_label] + [positive_label], 1
 
 
-def classification_results(gold: Sequence[str], pred: Sequence[str], positive_label: str = "1") -> List[Dict[str, Any]]:
+def classification_results(gold: Sequence[str], pred: Sequence[str],
+                           positive_label: str = DEFAULT_POSITIVE_LABEL) -> List[Dict[str, Any]]:
     """Result dicts (``metric``, ``name``, ``score``, ``text``, ...) for seqkit-score's output."""
     labels, positive = _label_order([*gold, *pred], positive_label)
     index = {x: i for i, x in enumerate(labels)}
@@ -187,7 +196,8 @@ def classification_results(gold: Sequence[str], pred: Sequence[str], positive_la
 
 
 def score_classification(lines: Sequence[str], name: str, ref: Optional[Tuple[str, List[str]]] = None,
-                         label_column: str = "label", positive_label: str = "1") -> List[Dict[str, Any]]:
+                         label_column: str = "label",
+                         positive_label: str = DEFAULT_POSITIVE_LABEL) -> List[Dict[str, Any]]:
     """Score classification output; ``ref`` is (file name, its lines) or None for the T- lines."""
     ids, preds, targets = parse_classification_output(lines, name)
     if not ids:

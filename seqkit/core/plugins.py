@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 
 def import_user_dir(path: str) -> None:

@@ -22,16 +22,15 @@ import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
+from seqkit.core.config import to_plain
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text, staged_dir
 from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import write_dataset
-from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START
+from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START, encode_example
 from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
-from seqkit.dataclass_utils import to_plain
-from seqkit.errors import SeqkitError
-from seqkit.io import atomic_write_text, staged_dir
-from seqkit.preprocess_common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
+from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
-from seqkit.tokenizers import Tokenizer
 
 log = logging.getLogger("seqkit.preprocess")
 
@@ -87,21 +86,6 @@ def label_set(train: LabelledSplit) -> List[str]:
     for labels in train.labels:
         seen.update(labels if isinstance(labels, list) else [labels])
     return sorted(seen)
-
-
-def encode_example(tok: Tokenizer, d: Dictionary, texts: Tuple[str, ...], per_token: bool) -> Tuple[List[int], List[int]]:
-    """ids ``<s> a </s> [b </s>]`` and, for tagging, the position of each word's first piece."""
-    ids, starts = [d.bos()], []
-    if per_token:
-        for word in texts:
-            starts.append(len(ids))
-            ids.extend(d.index(p) for p in (tok.encode(word) or [UNK]))  # a word always keeps a position
-        ids.append(d.eos())
-        return ids, starts
-    for text in texts:
-        ids.extend(d.index(p) for p in tok.encode(text))
-        ids.append(d.eos())
-    return ids, starts
 
 
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:

@@ -9,11 +9,8 @@ so ``seqkit-generate engine=ctranslate2`` reuses an export only while it matches
 and the task (its config and state: dictionaries, tokenizers) with the model's max positions, so
 that command rebuilds the task from the export alone, without torch.
 
-``ctranslate2`` is the optional extra ``seqkit[ct2]``.
-
-``format=checkpoint`` (:func:`export_checkpoint`) writes a fine-tuned pretrained model as an
-ordinary seqkit checkpoint instead: LoRA merged into the weights, a parameter-efficient run's base
-weights included.
+``ctranslate2`` is the optional extra ``seqkit[ct2]``. ``seqkit-generate engine=ctranslate2``
+(:mod:`seqkit.generation.ct2_engine`) writes the export it needs through :func:`cached_export`.
 """
 
 from __future__ import annotations
@@ -22,12 +19,10 @@ import base64
 import json
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.io import file_sha256
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import file_sha256
 
 log = logging.getLogger("seqkit.export")
 META = "seqkit_export.json"
@@ -35,23 +30,6 @@ VERSION = 2  # 2: the task travels in META; an export of another version is writ
 # seqkit's names -> CTranslate2's weight types (the compute type is still chosen when loading)
 QUANTIZATIONS = {"fp32": "float32", "int8": "int8", "int8_float32": "int8_float32", "int16": "int16",
                  "bf16": "bfloat16", "fp16": "float16", "int8_bf16": "int8_bfloat16", "int8_fp16": "int8_float16"}
-
-
-@dataclass
-class ExportConfig:
-    format: str = arg("ctranslate2", "what to write: ctranslate2 (a CTranslate2 model folder), huggingface (a "
-                                     "HuggingFace model folder that from_pretrained loads, seqkit[hf]) or checkpoint (a "
-                                     "stand-alone seqkit checkpoint of a fine-tuned pretrained model: LoRA updates "
-                                     "merged into the weights, a parameter-efficient run's base included)",
-                      choices=("ctranslate2", "huggingface", "checkpoint"))
-    path: str = arg("", "the checkpoint to export (ctranslate2: a Transformer translation model; checkpoint: a "
-                        "model=pretrained_classifier / pretrained_tagger run)")
-    output: str = arg("", "folder (ctranslate2) or file (checkpoint) to write, replaced only when the export succeeds")
-    quantization: str = arg("fp32", "weight type stored: " + ", ".join(QUANTIZATIONS), choices=tuple(QUANTIZATIONS))
-    peft: bool = arg(False, "format=huggingface with a model.adapt=lora run: a PEFT adapter folder (adapter_config.json, "
-                            "adapter_model.safetensors) with the model without its updates in base/, instead of the "
-                            "merged model")
-    overwrite: bool = arg(False, "replace an existing output folder")
 
 
 def import_ctranslate2() -> Any:
@@ -197,9 +175,9 @@ def export_ctranslate2(path: str, output: str, quantization: str = "fp32", overw
     """Write ``path``'s model as a CTranslate2 folder at ``output`` (all or nothing); return ``output``."""
     import torch
 
-    from seqkit.dataclass_utils import to_plain
-    from seqkit.generation.load import load_for_inference
-    from seqkit.io import atomic_write_text, staged_dir
+    from seqkit.core.checkpoints import load_for_inference
+    from seqkit.core.config import to_plain
+    from seqkit.core.io import atomic_write_text, staged_dir
 
     import_ctranslate2()
     if quantization not in QUANTIZATIONS:
@@ -247,49 +225,3 @@ def cached_export(path: str, folder: str = "", quantization: str = "fp32") -> st
     elif os.path.isdir(folder) and os.listdir(folder):
         raise SeqkitError(f"{folder} is not empty and holds no {META}: not a seqkit export, left untouched")
     return export_ctranslate2(path, folder, quantization, overwrite=True, sha256=sha)
-
-
-def run(cfg: ExportConfig) -> str:
-    if not cfg.path:
-        raise SeqkitError("path=CHECKPOINT is required")
-    if not cfg.output:
-        raise SeqkitError("output=FOLDER is required")
-    if not os.path.isfile(cfg.path):
-        raise SeqkitError(f"checkpoint {cfg.path} not found")
-    if cfg.format == "checkpoint":
-        return export_checkpoint(cfg.path, cfg.output, cfg.overwrite)
-    if cfg.format == "huggingface":
-        from seqkit.hf.convert import export_folder
-
-        return export_folder(cfg.path, cfg.output, cfg.overwrite, peft=cfg.peft)
-    return export_ctranslate2(cfg.path, cfg.output, cfg.quantization, cfg.overwrite)
-
-
-def export_checkpoint(path: str, output: str, overwrite: bool = False) -> str:
-    """Write a fine-tuned pretrained model as an ordinary checkpoint that needs nothing else: LoRA
-    updates merged into their Linear weights (the model becomes ``adapt=full``), the frozen base of
-    any other parameter-efficient run included. Its predictions equal the source's."""
-    from seqkit.adapt.lora import merge_lora
-    from seqkit.adapt.modes import PARAMETER_EFFICIENT
-    from seqkit.generation.load import load_for_inference
-    from seqkit.training import checkpoints
-
-    if os.path.exists(output) and not overwrite:
-        raise SeqkitError(f"{output} exists (pass overwrite=true to replace it)")
-    state = checkpoints.load(path)
-    model_cfg = dict(state["cfg"].get("model", {}))
-    adapt = model_cfg.get("adapt")
-    if adapt is None:
-        raise SeqkitError(f"{path} holds a {model_cfg.get('name')} model, not a fine-tuned pretrained one: it is an "
-                          "ordinary checkpoint already")
-    if adapt not in PARAMETER_EFFICIENT and adapt != "lora":
-        raise SeqkitError(f"{path} (model.adapt={adapt}) holds every weight already: nothing to merge or include")
-    _, model = load_for_inference(path, state=state)
-    merged = merge_lora(model) if adapt == "lora" else 0
-    model_cfg.update(base_sha256="", adapt="full" if adapt == "lora" else adapt)
-    out = {**state, "cfg": {**state["cfg"], "model": model_cfg}, "model": model.state_dict(), "optimizer": None}
-    checkpoints.write([output], out)
-    log.info("wrote %s: %s%s, %d tensors, stands alone", output, path,
-             f" with {merged} LoRA update(s) merged" if merged else f" (adapt={adapt}) with its base weights",
-             len(out["model"]))
-    return output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, Optional
 
-from seqkit.allocator import limit_onednn_cache
+from seqkit.core.allocator import limit_onednn_cache
 
 # the flags that decide what low precision can gain (/proc/cpuinfo names; ARM lists "bf16")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "bf16")

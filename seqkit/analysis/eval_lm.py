@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from omegaconf import MISSING
 
-from seqkit.common_config import CommonConfig
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
+from seqkit.core.config import CommonConfig
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 from seqkit.generation.config import QUANTIZE, check_quantize
 from seqkit.generation.quantize import quantize_int8
 
@@ -49,7 +49,7 @@ class EvalLMConfig:
 
 def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     """Score ``cfg.gen_subset``; returns the figures (also what the CLI prints)."""
-    from seqkit.generation.load import load_for_inference
+    from seqkit.core.checkpoints import load_for_inference
     from seqkit.training.distributed import pick_device
 
     if not cfg.path:
@@ -59,7 +59,7 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     overrides: Dict[str, Any] = {"data": cfg.task.data, "context_window": cfg.context_window}
     if cfg.tokens_per_sample:
         overrides["tokens_per_sample"] = cfg.tokens_per_sample
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
 
     state = checkpoints.load(cfg.path)
     task_name = state["cfg"]["task"].get("name")

@@ -15,8 +15,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 
 DPI = 100
 CURVES_FIGSIZE = (12.0, 8.0)  # inches: 1200 x 800 pixels at DPI
@@ -60,7 +60,7 @@ def require_matplotlib() -> None:
 
 
 def _save(fig: Any, output: str) -> None:
-    from seqkit.io import atomic_write_bytes
+    from seqkit.core.io import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)  # no bbox_inches="tight": the size stays figsize x DPI

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 PROPERTIES = ("quotes", "brackets", "line_position", "word_position")
 
@@ -63,7 +63,7 @@ def unit_activations(model: nn.Module, ids: torch.Tensor, layer: int, state: str
     lstm = _lstm(model)
     if not 0 <= layer < lstm.num_layers:
         raise SeqkitError(f"layer={layer}: this LSTM has layers 0-{lstm.num_layers - 1}")
-    from seqkit.probe import _lstm_layers
+    from seqkit.analysis.probe import _lstm_layers
 
     x = model.embed(ids[None])  # (1, T, E)
     inputs = _lstm_layers(lstm, x)[layer]  # what the layer reads: the embeddings or the layer below's output

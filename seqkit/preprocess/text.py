@@ -1,7 +1,7 @@
 """Raw parallel text -> tokenizer(s), dictionaries and memory-mapped id arrays (``seqkit-preprocess``).
 
-(``task=classification`` and ``task=tagging`` are handled in :mod:`seqkit.preprocess_labelled`; the
-config and what both share are in :mod:`seqkit.preprocess_common`.)
+(``task=classification`` and ``task=tagging`` are handled in :mod:`seqkit.preprocess.labelled`; the
+config and what both share are in :mod:`seqkit.preprocess.common`.)
 
 ``task=language_modeling`` reads one text file per split (``{pref}``, or ``{pref}.{source_lang}``
 when source_lang is given) and keeps every line, an empty one as a lone eos (WikiText's paragraph
@@ -32,12 +32,12 @@ import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
+from seqkit.core.config import to_plain
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text, read_all_lines, staged_dir
 from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import IndexedDatasetBuilder, dtype_for_vocab
-from seqkit.dataclass_utils import to_plain
-from seqkit.errors import SeqkitError
-from seqkit.io import atomic_write_text, read_all_lines, staged_dir
-from seqkit.preprocess_common import (LM_KEY, TASKS, PreprocessConfig, pretrained_vocabulary,  # noqa: F401
+from seqkit.preprocess.common import (LM_KEY, TASKS, PreprocessConfig, pretrained_vocabulary,  # noqa: F401
                                       remove_stale_staging, save_torch, sigterm_as_exit, split_names,
                                       tokenizer_config, train_tokenizers)
 from seqkit.tokenizers import Tokenizer, load_tokenizer
@@ -241,7 +241,7 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
         raise SeqkitError(f"output folder {dest} exists and is not empty (pass overwrite=true to replace it)")
     remove_stale_staging(dest)
     if cfg.task not in ("translation", "language_modeling"):
-        from seqkit.preprocess_labelled import preprocess_labelled
+        from seqkit.preprocess.labelled import preprocess_labelled
 
         return preprocess_labelled(cfg, tok_cfg, dest)
 

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.probe")
 
@@ -280,9 +280,9 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
     import json
     import os
 
-    from seqkit.generation.load import load_for_inference
-    from seqkit.registry import MODELS, TASKS
-    from seqkit.training import checkpoints
+    from seqkit.core import checkpoints
+    from seqkit.core.checkpoints import load_for_inference
+    from seqkit.core.registry import MODELS, TASKS
 
     if not cfg.path or not cfg.data:
         raise SeqkitError("path=CHECKPOINT and data=FOLDER are required")
@@ -391,7 +391,7 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
         log.info("layer chosen on %s: %s; on %s: %s", cfg.split, best["layer"], cfg.report,
                  {k[7:]: v for k, v in out["chosen"].items() if k.startswith("report_")})
     if cfg.output:
-        from seqkit.io import atomic_write_text
+        from seqkit.core.io import atomic_write_text
 
         os.makedirs(os.path.dirname(os.path.abspath(cfg.output)), exist_ok=True)
         atomic_write_text(cfg.output, json.dumps(out, indent=2) + "\n")

@@ -11,11 +11,11 @@ In that mode the hypotheses are the first ``D-`` line of each id, sorted by id (
 any order; nbest output has several ``H-``/``D-`` lines per id), and, without ``ref=``, the
 references are the ``T-`` lines.
 
-    from seqkit.scoring import corpus_scores
+    from seqkit.scoring.text import corpus_scores
     corpus_scores(["The cat sat."], [["The cat sat down."]])   # refs: one list per reference set
 
 Classification output (``L-<id>`` lines) and CoNLL tagging output are recognised too, or chosen
-with ``task=``, and scored by :mod:`seqkit.scoring_labels` (accuracy, macro-F1, MCC; conlleval
+with ``task=``, and scored by :mod:`seqkit.scoring.labels` (accuracy, macro-F1, MCC; conlleval
 entity F1): those metrics are not sacreBLEU's, and their lines say which definition they follow.
 """
 
@@ -28,12 +28,13 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from seqkit.dataclass_utils import arg
-from seqkit.errors import SeqkitError
-from seqkit.io import read_all_lines
-from seqkit.scoring_labels import TASKS, detect_task, score_classification, score_tagging
+from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import read_all_lines
+from seqkit.scoring.labels import (DEFAULT_POSITIVE_LABEL, TASKS, detect_task, score_classification,
+                                   score_tagging)
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("seqkit.scoring")
 
 METRICS = ("bleu", "chrf", "chrf++", "ter")
 OUTPUT_FORMATS = ("text", "json")
@@ -67,7 +68,8 @@ class ScoreConfig:
     output_format: str = arg("text", "text (one line per metric) or json (one JSON object per metric per line)",
                              choices=OUTPUT_FORMATS)
     label_column: str = arg("label", "classification: the gold-label column of a ref=FILE TSV with a header")
-    positive_label: str = arg("1", "classification with two labels: the label whose F1 is reported as f1 (GLUE MRPC)")
+    positive_label: str = arg(DEFAULT_POSITIVE_LABEL, "classification with two labels: the label whose F1 is reported as "
+                                                      "f1 (GLUE MRPC)")
 
     def __post_init__(self) -> None:
         self.ref = as_list(self.ref)
@@ -262,7 +264,7 @@ def score_files(cfg: ScoreConfig) -> List[Dict[str, Any]]:
 
     Results are as from :func:`corpus_scores`; with ``sentence_level`` each also has
     ``sentence_ids`` (the generate ids, or 0-based line numbers of a plain file). Classification
-    and tagging output (``cfg.task``, or recognised) are scored by :mod:`seqkit.scoring_labels`.
+    and tagging output (``cfg.task``, or recognised) are scored by :mod:`seqkit.scoring.labels`.
     """
     refs_paths = as_list(cfg.ref)
     _check_options(as_list(cfg.metrics), cfg.tokenize, cfg.output_format)

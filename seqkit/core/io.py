@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from typing import Iterator, List
 
-from seqkit.errors import SeqkitError
+from seqkit.core.errors import SeqkitError
 
 # mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual umask-based modes
 _UMASK = os.umask(0)
