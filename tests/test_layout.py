@@ -33,7 +33,8 @@ FLOORS = {
     3: ("models", "criteria"),  # one file per family; losses
     2: ("adapt",),  # LoRA, adapters, prompts, ULMFiT: attached to a model's own layers
     1: ("data", "tokenizers", "models.modules", "optim", "scoring"),  # leaves over core
-    0: ("core",),  # errors, config helpers, registry, plugins, checkpoints, io, CPU settings
+    0: ("core", "hydra_conf"),  # errors, config helpers, registry, plugins, checkpoints, io, CPU settings;
+    # the config YAMLs (the repository's hydra_conf/, installed inside the package as seqkit.hydra_conf)
 }
 FLOOR_OF = {package: floor for floor, packages in FLOORS.items() for package in packages}
 # old import paths kept for users' plugins (the README's example); for users only

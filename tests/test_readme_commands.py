@@ -211,8 +211,11 @@ def run_cli(module: str, argv: List[str]):
 
 
 def run_cli_subprocess(module: str, argv: List[str]):
-    r = subprocess.run([sys.executable, "-m", f"seqkit.cli.{module}", *argv], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    # run from the repository root (the page's relative paths), but import the installed seqkit: the
+    # root's seqkit/ folder has no cli/ (setup.cfg installs the repository's cli/ as seqkit.cli)
+    code = ("import runpy, sys; sys.path = [p for p in sys.path if p not in ('', '.')]; "
+            f"sys.argv = ['seqkit-{module}'] + sys.argv[1:]; runpy.run_module('seqkit.cli.{module}', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
     return r.returncode, r.stdout, r.stderr
 
 
