@@ -310,7 +310,8 @@ def _in_context(cfg: GenerateConfig, device: Any) -> Any:
         from seqkit.generation.quantize import quantize_int8
 
         lm = quantize_int8(lm)
-    return InContextClassifier(task, lm.to(device), device, cfg.icl, cfg.common.precision)
+    return InContextClassifier(task, lm.to(device), device, cfg.icl, cfg.common.precision,
+                               eos_prefix=getattr(lm_task.cfg, "eos_prefix", True))
 
 
 def generate(argv: Optional[List[str]] = None) -> None:

@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from hf_fixtures import toy_english  # noqa: E402
+from hf_fixtures import make_gpt2, toy_english  # noqa: E402
 from test_bad_input import assert_one_line_error  # noqa: E402
 
 from seqkit.cli.export import main as export_cli  # noqa: E402
@@ -32,15 +32,27 @@ def hf_log2probs(hf, prompt, continuation):
     return (lprobs[rows, ids[0, len(prompt):]] / math.log(2)).tolist()
 
 
-def test_imported_gpt2_p_scores_are_transformers(gpt2, run_cli):
-    """seqkit-generate's P- lines (bits per token) and greedy texts on an imported GPT-2 are those of
-    transformers on AutoTokenizer's ids (no <|endoftext|> before the prompt)."""
+@pytest.fixture(scope="module")
+def gpt2_24(tmp_path_factory):
+    """(HF folder, imported checkpoint) of another shape: 24 wide, 3 heads of 8, 2 layers."""
+    from seqkit.hf.convert import import_folder
+
+    root = tmp_path_factory.mktemp("gpt2_24")
+    folder = make_gpt2(str(root / "hf"), toy_english(), n_embd=24, n_head=3, n_layer=2)
+    return folder, import_folder(folder, str(root / "gpt2.pt"))
+
+
+@pytest.mark.parametrize("which", ["gpt2", "gpt2_24"])
+def test_imported_gpt2_p_scores_are_transformers(which, request, run_cli):
+    """seqkit-generate's P- lines (bits per token, printed to 4 places) and greedy texts on an
+    imported GPT-2 are those of transformers on AutoTokenizer's ids (no <|endoftext|> before the
+    prompt), to 1e-4."""
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
     from seqkit.cli.generate import main as generate
     from seqkit.generation.translator import Translator
 
-    folder, path = gpt2
+    folder, path = request.getfixturevalue(which)
     hf = GPT2LMHeadModel.from_pretrained(folder).eval()
     tok = AutoTokenizer.from_pretrained(folder)
     ids = hf_ids(path)
@@ -59,7 +71,7 @@ def test_imported_gpt2_p_scores_are_transformers(gpt2, run_cli):
         ours = [ids[t] for t in hypo["tokens"].tolist()]
         theirs = hf_log2probs(hf, prompt_ids, ours)
         assert len(p_lines[i]) == len(theirs)
-        assert max(abs(a - b) for a, b in zip(p_lines[i], theirs)) < 2e-4, (prompt, p_lines[i], theirs)
+        assert max(abs(a - b) for a, b in zip(p_lines[i], theirs)) < 1e-4, (prompt, p_lines[i], theirs)
         greedy = hf.generate(torch.tensor([prompt_ids]), do_sample=False, max_new_tokens=8, min_new_tokens=1,
                              pad_token_id=tok.eos_token_id)[0, len(prompt_ids):].tolist()
         if greedy[-1] != tok.eos_token_id:  # at the length limit seqkit ends with eos, HF stops
@@ -120,6 +132,36 @@ def test_lm_data_of_an_imported_gpt2_is_scored_as_transformers(gpt2):
     assert prefixed.num_scored == len(stream) and prefixed.collate([0])["net_input"]["src_tokens"][0, 0] == d.eos()
 
 
+def test_eval_lm_of_an_imported_gpt2_is_transformers(gpt2_24, tmp_path, run_cli):
+    """seqkit-preprocess vocab_from= the imported GPT-2, then seqkit-eval-lm: the tokens and the loss
+    are transformers' on the text's AutoTokenizer ids, each line followed by <|endoftext|>, with
+    nothing before the first (read, not scored)."""
+    import json
+
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    from seqkit.cli.eval_lm import main as eval_lm
+    from seqkit.cli.preprocess import main as preprocess
+
+    folder, path = gpt2_24
+    lines = toy_english(6, seed=3)
+    text = tmp_path / "test.txt"
+    text.write_text("\n".join(lines) + "\n")
+    r = run_cli(preprocess, ["task=language_modeling", f"trainpref={text}", f"testpref={text}",
+                             f"destdir={tmp_path / 'bin'}", f"vocab_from={path}"])
+    assert r.code == 0, r.err
+    r = run_cli(eval_lm, [f"path={path}", f"task.data={tmp_path / 'bin'}", "gen_subset=test", "tokens_per_sample=120",
+                          "common.threads=1"])
+    assert r.code == 0, r.err
+    ours = json.loads(r.out.strip().splitlines()[-1])
+    tok, hf = AutoTokenizer.from_pretrained(folder), GPT2LMHeadModel.from_pretrained(folder).eval()
+    stream = [i for line in lines for i in tok(line)["input_ids"] + [tok.eos_token_id]]
+    assert len(stream) <= 120
+    theirs = hf_log2probs(hf, stream[:1], stream[1:])
+    assert ours["tokens"] == len(stream) - 1
+    assert abs(ours["loss"] + sum(theirs) / len(theirs)) < 1e-4, (ours, -sum(theirs) / len(theirs))  # (4 places)
+
+
 def train_tiny_gpt(tmp_path, toy_data, tiny_train_args, run_cli):
     """A 1-update seqkit GPT over a sentencepiece BPE vocabulary (exports its tokenizer)."""
     from seqkit.cli.preprocess import main as preprocess
@@ -171,6 +213,20 @@ def test_seqkit_gpt_export_import_round_trip(tmp_path, toy_data, tiny_train_args
     assert r.code == 0, r.err
     task3, _ = load_for_inference(str(tmp_path / "plain.pt"))
     assert task3.encode_source("a dog") == task.encode_source("a dog")[1:]
+    # saved again by transformers (as after fine-tuning there): the flag and the specials survive
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    GPT2LMHeadModel.from_pretrained(str(tmp_path / "hf")).save_pretrained(str(tmp_path / "hf3"))
+    AutoTokenizer.from_pretrained(str(tmp_path / "hf")).save_pretrained(str(tmp_path / "hf3"))
+    r = run_cli(import_cli, [f"path={tmp_path / 'hf3'}", f"output={tmp_path / 'back3.pt'}"])
+    assert r.code == 0, r.err
+    task4, model4 = load_for_inference(str(tmp_path / "back3.pt"))
+    assert task4.cfg.eos_prefix is True and task4.dictionary.symbols == task.dictionary.symbols
+    src = task.encode_source("a dog runs in the park")
+    assert task4.encode_source("a dog runs in the park") == src
+    x, n = torch.tensor([src]), torch.tensor([len(src)])
+    with torch.no_grad():
+        assert (model4.eval()(x, n) - model.eval()(x, n)).abs().max() < 1e-5
 
 
 def test_specials_option(gpt2, tmp_path, run_cli):
@@ -203,3 +259,29 @@ def test_one_activation_map():
     with pytest.raises(Exception, match="activation_function='tanh'"):
         gpt2.model_config({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 8, "activation_function": "tanh"},
                           SimpleNamespace(absent=torch.zeros(1, dtype=torch.bool)))
+
+
+@pytest.mark.parametrize("eos_prefix", [True, False])
+def test_training_on_from_an_imported_gpt2_names_its_eos_prefix(gpt2, tmp_path, run_cli, eos_prefix):
+    """checkpoint.restore_file= takes weights only: a run over an imported GPT-2 (read without </s>
+    first) that keeps the default task.eos_prefix=true says, in one warning line, how to read the
+    ids the model was trained on; with task.eos_prefix=false it says nothing."""
+    from seqkit.cli.preprocess import main as preprocess
+    from seqkit.cli.train import main as train
+    from seqkit.core import checkpoints
+
+    folder, path = gpt2
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(toy_english(8, seed=5)) + "\n")
+    r = run_cli(preprocess, ["task=language_modeling", f"trainpref={text}", f"validpref={text}",
+                             f"destdir={tmp_path / 'bin'}", f"vocab_from={path}"])
+    assert r.code == 0, r.err
+    model = [f"model.{k}={v}" for k, v in checkpoints.load(path)["cfg"]["model"].items()
+             if k not in ("name", "adaptive_softmax_cutoff", "pruned_heads")]
+    r = run_cli(train, ["task=language_modeling", f"task.data={tmp_path / 'bin'}", "task.tokens_per_sample=32",
+                        f"task.eos_prefix={str(eos_prefix).lower()}", "model=transformer_lm", *model,
+                        "criterion=cross_entropy", f"checkpoint.restore_file={path}", "optimization.max_update=1",
+                        f"checkpoint.save_dir={tmp_path / 'ck'}", "common.threads=1"])
+    assert r.code == 0, r.err
+    warned = [line for line in r.err.splitlines() if "task.eos_prefix=false to go on reading" in line]
+    assert len(warned) == (1 if eos_prefix else 0), r.err

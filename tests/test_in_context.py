@@ -89,6 +89,19 @@ def test_the_prompt_is_demonstrations_then_the_query(lm_and_task):
     assert classifier(ck, data, shots=2, seed=4).prompt(7, example) != prompt
 
 
+def test_a_language_model_without_eos_prefix_reads_no_eos_first(lm_and_task):
+    """An imported GPT-2 (task.eos_prefix=false) sees its tokenizer's ids as they are: no </s>
+    before the first demonstration, the rest of the prompt unchanged."""
+    ck, data = lm_and_task
+    c = classifier(ck, data, shots=2, seed=3)
+    d = c.task.src_dict
+    example = [d.bos()] + [d.index("v3"), d.index("v0")] + [d.eos()]
+    _, lm = load_for_inference(str(ck))
+    plain = InContextClassifier(c.task, lm, torch.device("cpu"), c.cfg, eos_prefix=False)
+    assert c.prompt(7, example)[0] == d.eos()
+    assert plain.prompt(7, example) == c.prompt(7, example)[1:]
+
+
 def test_scores_are_the_language_models_log_probabilities(lm_and_task):
     ck, data = lm_and_task
     c = classifier(ck, data, shots=0)

@@ -107,6 +107,31 @@ def test_only_this_destinations_stale_staging_folders_are_removed(tmp_path, monk
     assert staging(tmp_path) == [".bin.tmp-notmine"] and (tmp_path / "bin" / "preprocess.json").is_file()
 
 
+def test_a_classification_folder_drops_stale_staging_and_cleans_up_after_ctrl_c(tmp_path, monkeypatch):
+    """The labelled preprocessor stages the same way: an earlier run's staging folder goes, and a
+    KeyboardInterrupt while staging leaves nothing behind (the finished folder stays as it was)."""
+    import seqkit.preprocess.labelled
+    from label_fixtures import write_tsv
+
+    write_tsv(tmp_path / "train.tsv", ["sentence", "label"], [("good film", "1"), ("bad one", "0")] * 5)
+    (tmp_path / ".bin.tmp-k1ll3d00").mkdir()
+    (tmp_path / ".bin.tmp-k1ll3d00" / "train.input.bin").write_bytes(b"half written")
+    cfg = PreprocessConfig(task="classification", trainpref=str(tmp_path / "train"), destdir=str(tmp_path / "bin"),
+                           tokenizer=SpaceConfig())
+    preprocess(cfg)
+    assert staging(tmp_path) == [] and (tmp_path / "bin" / "preprocess.json").is_file()
+    before = sorted(os.listdir(tmp_path / "bin"))
+
+    def interrupted(*args, **kwargs):
+        assert len(staging(tmp_path)) == 1  # inside the staging folder
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(seqkit.preprocess.labelled, "write_dataset", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        preprocess(PreprocessConfig(**{**cfg.__dict__, "overwrite": True}))
+    assert staging(tmp_path) == [] and sorted(os.listdir(tmp_path / "bin")) == before
+
+
 # -- training: the log of a resumed run ---------------------------------------------------------------
 def make_cfg(data_dir, save_dir, *extra):
     overrides = [f"task.data={data_dir}", f"checkpoint.save_dir={save_dir}", "model=transformer_tiny",

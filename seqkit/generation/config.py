@@ -30,7 +30,8 @@ class GenerationConfig:
     unkpen: float = arg(0.0, "subtracted from the unknown word's log-prob (>0 discourages <unk>)")
     no_repeat_ngram_size: int = arg(0, "forbid repeating any n-gram of this size (0 = off)", ge=0)
     sampling: bool = arg(False, "sample instead of beam search (beam = number of samples)")
-    sampling_topk: int = arg(-1, "sample only from the k most likely tokens (-1 = off)", ge=-1)
+    sampling_topk: int = arg(-1, "sample only from the k most likely tokens, k at most the target vocabulary's "
+                                 "size (-1 = off)", ge=-1)
     sampling_topp: float = arg(-1.0, "sample only from the fewest best tokens whose probability sums to >= p (-1 = off)",
                                  ge=-1, le=1)
     temperature: float = arg(1.0, "logits are divided by this before the softmax (<1 sharper, >1 flatter)", gt=0)
@@ -40,9 +41,10 @@ class GenerationConfig:
                                                "model's default: the Transformer's last layer, ConvS2S' mean)")
 
 
-def check_generation_config(cfg: GenerationConfig) -> None:
+def check_generation_config(cfg: GenerationConfig, vocab_size: int = 0) -> None:
     """Raise a one-line ``SeqkitError`` for settings the search cannot honour: each field's range
-    (``arg(ge=...)``), then the rules that tie fields together."""
+    (``arg(ge=...)``), then the rules that tie fields together; with the target ``vocab_size``
+    known, a ``sampling_topk`` above it (it would silently mean the whole vocabulary)."""
     check_ranges(cfg, "generation.")
     if not 1 <= cfg.nbest <= cfg.beam:
         raise SeqkitError(f"generation.nbest must be between 1 and beam ({cfg.beam}), got {cfg.nbest}")
@@ -52,6 +54,9 @@ def check_generation_config(cfg: GenerationConfig) -> None:
         raise SeqkitError(f"generation.sampling_topk must be >= 1 or -1, got {cfg.sampling_topk}")
     if (cfg.sampling_topk > 0 or cfg.sampling_topp > 0) and not cfg.sampling:
         raise SeqkitError("generation.sampling_topk/sampling_topp need generation.sampling=true")
+    if vocab_size and cfg.sampling_topk > vocab_size:
+        raise SeqkitError(f"generation.sampling_topk={cfg.sampling_topk} is more than the target vocabulary's "
+                          f"{vocab_size} tokens: at most {vocab_size} (-1: no top-k cut)")
 
 
 def merge_generation(cfg: GenerationConfig, overrides: Dict[str, Any]) -> GenerationConfig:

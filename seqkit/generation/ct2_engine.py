@@ -33,7 +33,7 @@ import numpy as np
 
 from seqkit.core.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase, as_list
-from seqkit.generation.config import GenerationConfig, max_target_len
+from seqkit.generation.config import GenerationConfig, check_generation_config, max_target_len
 
 log = logging.getLogger("seqkit.generate")
 COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
@@ -69,6 +69,7 @@ class CT2Engine:
 
         ct2 = import_ctranslate2()
         check_supported(gen_cfg)
+        check_generation_config(gen_cfg, len(task.tgt_dict))  # as seqkit's engine does (sampling_topk <= vocabulary)
         check_compute_type(compute_type)
         ct2.set_random_seed(seed % (1 << 32))  # sampling draws from CTranslate2's own generator
         self.task, self.cfg, self.max_tgt = task, gen_cfg, max_target_positions

@@ -58,8 +58,11 @@ class InContextClassifier(Classifier):
     Built on the task's folder (labels, splits, tokenizer) and the language model."""
 
     def __init__(self, task: Any, lm: torch.nn.Module, device: torch.device, cfg: InContextConfig,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", eos_prefix: bool = True):
         super().__init__(task, lm, device, precision)
+        # the language model's own task.eos_prefix: seqkit's LMs read </s> before a prompt, an
+        # imported GPT-2 reads its tokenizer's ids as they are (nothing before the first demonstration)
+        self.eos_prefix = eos_prefix
         if getattr(lm, "bidirectional", False):
             raise SeqkitError(f"in-context classification needs a left-to-right language model; "
                               f"{type(lm).__name__} reads both ways")
@@ -120,7 +123,8 @@ class InContextClassifier(Classifier):
         return out
 
     def prompt(self, index: int, ids: Sequence[int]) -> List[int]:
-        """``</s> demo </s> ... </s> query`` (ids), the query's template up to its label."""
+        """``</s> demo </s> ... </s> query`` (ids), the query's template up to its label (without
+        the first ``</s>`` for a language model trained without ``eos_prefix``)."""
         return self.prompts(index, ids)[0]
 
     def prompts(self, index: int, ids: Sequence[int]) -> List[List[int]]:
@@ -138,7 +142,7 @@ class InContextClassifier(Classifier):
         if room < 0:
             raise SeqkitError(f"example {index}: {longest} tokens leave no room in the model's "
                               f"{self.model.max_positions()[0]} positions")
-        context = [self.eos] + [t for d in demos for t in d]
+        context = [self.eos] * self.eos_prefix + [t for d in demos for t in d]
         return [context + q for q in queries]
 
     @torch.inference_mode()

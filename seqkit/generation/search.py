@@ -103,9 +103,9 @@ class SequenceGenerator:
     """
 
     def __init__(self, tgt_dict_or_specials: Any, cfg: GenerationConfig):
-        check_generation_config(cfg)
-        self.cfg = cfg
         sp = Specials.of(tgt_dict_or_specials)
+        check_generation_config(cfg, sp.vocab_size)
+        self.cfg = cfg
         self.vocab_size, self.pad, self.bos, self.eos, self.unk = sp.vocab_size, sp.pad, sp.bos, sp.eos, sp.unk
 
     def max_lens(self, model: Any, src_lengths: torch.Tensor) -> torch.Tensor:

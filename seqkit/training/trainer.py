@@ -178,8 +178,14 @@ class Trainer:
             if self.dist.is_main:  # what a killed run logged after this checkpoint is logged again
                 drop_records_after(os.path.join(ck.save_dir, "train_log.jsonl"), self.num_updates)
         elif ck.restore_file:
-            self.load_state_dict(checkpoints.load(ck.restore_file), weights_only=True)
+            state = checkpoints.load(ck.restore_file)
+            self.load_state_dict(state, weights_only=True)
             log.info("initialized the model from %s", ck.restore_file)
+            saved, now = state["cfg"].get("task", {}).get("eos_prefix"), getattr(self.cfg.task, "eos_prefix", None)
+            if saved is not None and now is not None and saved != now:  # e.g. an imported GPT-2 trained on further
+                log.warning("%s read its text with task.eos_prefix=%s and this run has task.eos_prefix=%s: set "
+                            "task.eos_prefix=%s to go on reading the ids it was trained on", ck.restore_file,
+                            str(saved).lower(), str(now).lower(), str(saved).lower())
 
     # -- one update -------------------------------------------------------------------------------
     def train_step(self, samples: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -6,7 +6,9 @@
 # PRETRAIN_DIR: the WORK_DIR of examples/transfer/pretrain.sh (PRETRAIN_DIR/BODY/checkpoints/
 # checkpoint_best.pt); BODY: gpt roberta lstm_lm elmo bart electra (default: those present).
 # key=value after -- goes to every seqkit-probe (e.g. max_train=50000 epochs=10).
-# Writes WORK_DIR/BODY/{pos,chunk,ner}{,-random}.{json,md,png}; the split probed is eng.testa.
+# Writes WORK_DIR/BODY/{pos,chunk,ner}{,-random}.{json,md,png}. Choose on one split, report on
+# another: layers are compared on eng.testa (split=valid), and the layer chosen there is reported on
+# eng.testb (report=test) by the same probes; REPORT= (empty) probes eng.testa alone, as before.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 usage="usage: run.sh PRETRAIN_DIR WORK_DIR [BODY ...] [-- key=value ...]"
@@ -19,6 +21,7 @@ done
 if [[ ${#bodies[@]} -eq 0 ]]; then
   for b in gpt roberta lstm_lm elmo bart electra; do [[ -f "$pre/$b/checkpoints/checkpoint_best.pt" ]] && bodies+=("$b"); done
 fi
+report="${REPORT-test}"
 declare -A COLUMN=([pos]=1 [chunk]=2 [ner]=3)
 for body in "${bodies[@]}"; do
   ck="$pre/$body/checkpoints/checkpoint_best.pt"
@@ -32,7 +35,7 @@ for body in "${bodies[@]}"; do
       suffix=""; [[ $init == random ]] && suffix=-random
       out="$work/$body/$task$suffix.json"
       [[ -f "$out" ]] && { echo "$out: done already"; continue; }
-      seqkit-probe path="$ck" data="$data" split=valid output="$out" random_init=$( [[ $init == random ]] && echo true || echo false ) \
+      seqkit-probe path="$ck" data="$data" split=valid ${report:+report=$report} output="$out" random_init=$( [[ $init == random ]] && echo true || echo false ) \
         threads=2 "${extra[@]}"
     done
   done
