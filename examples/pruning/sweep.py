@@ -2,19 +2,21 @@
 table (seqkit-prune, seqkit-generate and seqkit-score, each in its own process, one at a time).
 
     python examples/pruning/sweep.py CHECKPOINT DATA OUT_DIR [--shares 0,0.1,...] [--methods heads,magnitude]
-        [--split SPLIT] [--step 0.1]
+        [--split SPLIT] [--step 0.1] [--repeats 3] [--score-only]
 
 Choose on one split, report on another: head importance is measured on DATA's `valid` split; a
 method's settings (--step, the methods) are compared with --split valid and the chosen ones run
 once on the reported split. Translation: BLEU and chrF2 at beam 5 (reported split: test),
 sentences/s at batch 64 and 1. Classification: accuracy (reported split: valid1, GLUE's dev in a
-folder prepared with carve_valid=, else valid), examples/s at batch 64.
+folder prepared with carve_valid=, else valid), examples/s at batch 64. Each speed is the median of
+--repeats runs (every run kept in the row); --score-only (a selection sweep) scores without timing.
 Writes OUT_DIR/results.jsonl (one row per method and share), results.md, each seqkit-prune's log
 (OUT_DIR/TAG/prune.log: the heads removed in each round) and, with matplotlib, pruning.png."""
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -34,6 +36,8 @@ p.add_argument("--methods", default="heads,magnitude")
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--split", help="the split scored (default: test for translation; valid1 if DATA has it, else valid)")
 p.add_argument("--step", type=float, help="seqkit-prune step= for method heads (default: seqkit-prune's)")
+p.add_argument("--repeats", type=int, default=1, help="timed runs per batch size; the row holds their median and each")
+p.add_argument("--score-only", action="store_true", help="one run at batch 64 for the score, no batch-1 timing")
 args = p.parse_args()
 os.makedirs(args.out, exist_ok=True)
 state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
@@ -46,9 +50,11 @@ print(f"scoring split {split}; head importance on {args.data}'s valid split", fi
 
 def evaluate(ck, tag):
     row = {"split": split}
-    for batch in (64, 1) if translation else (64,):
+    for batch in (64, 1) if translation and not args.score_only else (64,):
         out = os.path.join(args.out, tag, f"b{batch}")
-        row[f"per_s_b{batch}"] = generate(ck, args.data, split, out, 5, batch, args.threads)
+        runs = [generate(ck, args.data, split, out, 5, batch, args.threads)
+                for _ in range(1 if args.score_only else args.repeats)]
+        row[f"per_s_b{batch}"], row[f"runs_b{batch}"] = statistics.median(runs), runs
         if batch == 64:
             scores = score(f"{out}/generate-{split}.txt", ["bleu", "chrf"] if translation else None)
             row.update({"bleu": scores["bleu"], "chrf": round(scores["chrf"], 2)} if translation
@@ -95,7 +101,7 @@ head = f"| method | share | parameters | nonzero | heads removed | {score} | " +
 lines = [head, "| --- |" * 1 + " --- |" * (head.count("|") - 2)]
 for r in rows:
     cells = [r["method"], f"{r['share']:.0%}", f"{r['parameters']:,}", f"{r['nonzero']:,}", r["heads_removed"], r[score]]
-    cells += [r["chrf"], r["per_s_b64"], r["per_s_b1"]] if translation else [r["per_s_b64"]]
+    cells += [r["chrf"], r["per_s_b64"], r.get("per_s_b1", "-")] if translation else [r["per_s_b64"]]
     lines.append("| " + " | ".join(str(c) for c in cells) + " |")
 with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
