@@ -178,6 +178,27 @@ def test_seqkit_prune_writes_an_ordinary_checkpoint(toy_data, translation_ckpt, 
     r = run_cli(prune, [f"path={translation_ckpt}", f"output={tmp_path / 'mag.pt'}", "method=magnitude", "share=0.5"])
     assert r.code == 0 and "50.0%" in r.err, r.err
 
+    def storages(path):  # (distinct storages, names): a tied embedding is one storage under two names
+        state = torch.load(path, map_location="cpu", weights_only=False)["model"]
+        return len({t.untyped_storage().data_ptr() for t in state.values()}), len(state)
+
+    assert storages(out) == storages(tmp_path / "mag.pt") == storages(translation_ckpt)
+
+
+def test_a_pruned_checkpoint_saves_a_tied_embedding_once():
+    """seqkit-prune copies the state (no views into the unpruned weights), keeping what was tied
+    tied: a model with share_all_embeddings saves (and the sweep counts) its table once."""
+    from seqkit.analysis.prune import _clone_shared
+
+    emb = torch.nn.Embedding(10, 4)
+    big = torch.randn(8, 4)
+    state = {"src_embed.weight": emb.weight, "tgt_embed.weight": emb.weight, "fc.weight": big[:2]}  # a view
+    out = _clone_shared(state)
+    assert out["src_embed.weight"] is out["tgt_embed.weight"]
+    assert out["src_embed.weight"].untyped_storage().data_ptr() != emb.weight.untyped_storage().data_ptr()
+    assert out["fc.weight"].untyped_storage().nbytes() == 2 * 4 * 4  # the rows kept, not the whole storage
+    assert all(torch.equal(out[k], state[k]) for k in state)
+
 
 def test_bad_pruning_input_is_one_line(toy_data, translation_ckpt, run_cli, tmp_path):  # noqa: F811
     from seqkit.cli.prune import main as prune

@@ -146,6 +146,18 @@ _FOLDER_TASK = {"translation": "translation", "language_modeling": "language_mod
                 "classification": "classification", "tagging": "tagging"}
 
 
+def _clone_shared(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """A copy of ``state`` (no views into the unpruned weights) in which tensors that shared one
+    storage still share it: a tied embedding is saved, and counted, once."""
+    copies: Dict[Any, torch.Tensor] = {}
+    out = {}
+    for k, v in state.items():
+        key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+        if key not in copies:
+            copies[key] = v.detach().clone()
+        out[k] = copies[key]
+    return out
+
 def check_data_folder(task_name: str, data: str, path: str) -> None:
     """One clear error when ``data`` was preprocessed for another task than checkpoint ``path``'s
     (a classification folder for a translation model): its splits are not files that task reads."""
@@ -215,7 +227,7 @@ def run(cfg: PruneConfig) -> str:
     else:
         zero, total = magnitude_prune(model, cfg.share, cfg.scope)
         what = f"{zero:,} of {total:,} matrix and embedding weights are zero ({100 * zero / max(total, 1):.1f}%)"
-    out["model"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out["model"] = _clone_shared(model.state_dict())
     out["pruned"] = {"method": cfg.method, "share": cfg.share, "scope": cfg.scope, "from": os.path.abspath(cfg.path)}
     checkpoints.write([cfg.output], out)
     params_after = sum(p.numel() for p in model.parameters())
