@@ -231,29 +231,24 @@ def test_the_sweep_scores_the_split_asked_and_keeps_each_rounds_log(toy_data, tr
     _, data = toy_data
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    def sweep(out, *flags):  # sweep.py's rows over the checkpoint's shares 0 (and more, by flags)
+        r = subprocess.run([sys.executable, str(root / "examples" / "pruning" / "sweep.py"), str(translation_ckpt),
+                            str(data), str(out), "--methods", "heads", "--threads", "1", *flags],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
     out = tmp_path / "sweep"
-    r = subprocess.run([sys.executable, str(root / "examples" / "pruning" / "sweep.py"), str(translation_ckpt),
-                        str(data), str(out), "--shares", "0,0.25", "--methods", "heads", "--split", "valid",
-                        "--step", "0.125", "--threads", "1"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    rows = sweep(out, "--shares", "0,0.25", "--split", "valid", "--step", "0.125")
     assert [(x["split"], x["step"], x["heads_removed"]) for x in rows] == [("valid", 0.125, 0), ("valid", 0.125, 6)]
     log = (out / "heads-0.25" / "prune.log").read_text()
     assert log.count("round: 3 heads removed") == 2  # 6 of 24 heads in rounds of 12.5%: the order is kept
     assert (out / "heads-0" / "b64" / "generate-valid.txt").exists()
     assert [len(x["runs_b64"]) for x in rows] == [1, 1] and all(len(x["runs_b1"]) == 1 for x in rows)
     # the reported sweep's speeds: the median of --repeats runs, each kept; a selection sweep: no timing
-    r = subprocess.run([sys.executable, str(root / "examples" / "pruning" / "sweep.py"), str(translation_ckpt),
-                        str(data), str(tmp_path / "timed"), "--shares", "0", "--methods", "heads", "--repeats", "3",
-                        "--threads", "1"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    (row,) = [json.loads(line) for line in (tmp_path / "timed" / "results.jsonl").read_text().splitlines()]
+    (row,) = sweep(tmp_path / "timed", "--shares", "0", "--repeats", "3")
     for batch in (64, 1):
         assert len(row[f"runs_b{batch}"]) == 3
         assert row[f"per_s_b{batch}"] == sorted(row[f"runs_b{batch}"])[1]
-    r = subprocess.run([sys.executable, str(root / "examples" / "pruning" / "sweep.py"), str(translation_ckpt),
-                        str(data), str(tmp_path / "select"), "--shares", "0", "--methods", "heads", "--split", "valid",
-                        "--score-only", "--threads", "1"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    (row,) = [json.loads(line) for line in (tmp_path / "select" / "results.jsonl").read_text().splitlines()]
+    (row,) = sweep(tmp_path / "select", "--shares", "0", "--split", "valid", "--score-only")
     assert "runs_b1" not in row and len(row["runs_b64"]) == 1 and "bleu" in row

@@ -158,6 +158,7 @@ def _clone_shared(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         out[k] = copies[key]
     return out
 
+
 def check_data_folder(task_name: str, data: str, path: str) -> None:
     """One clear error when ``data`` was preprocessed for another task than checkpoint ``path``'s
     (a classification folder for a translation model): its splits are not files that task reads."""

@@ -142,7 +142,7 @@ class InContextClassifier(Classifier):
         if room < 0:
             raise SeqkitError(f"example {index}: {longest} tokens leave no room in the model's "
                               f"{self.model.max_positions()[0]} positions")
-        context = [self.eos] * self.eos_prefix + [t for d in demos for t in d]
+        context = ([self.eos] if self.eos_prefix else []) + [t for d in demos for t in d]
         return [context + q for q in queries]
 
     @torch.inference_mode()
