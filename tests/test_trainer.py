@@ -169,3 +169,18 @@ def test_reduced_precision_trains_with_fp32_master_weights(data_dir, tmp_path, p
     with open(tmp_path / precision / "train_log.jsonl") as f:
         updates = [r["update"] for r in map(json.loads, f) if r["tag"] == "valid"]
     assert updates == sorted(updates) and updates[-1] == 45  # continued from 40, not from 0
+
+
+def test_tied_parameters_are_saved_once_even_when_copied_to_cpu():
+    """A GPU model's state is copied to the CPU name by name, which unties a tied table (seen on an
+    H200: a share_all_embeddings student saved its 8008x128 table twice); retie makes it one again."""
+    from seqkit.training.distributed import retie
+
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    model[1].weight = model[0].weight
+    for wrapped in (model, torch.compile(model)):  # torch.compile's wrapper adds "_orig_mod." to the names
+        copied = {k: v.detach().clone() for k, v in model.state_dict().items()}  # what the GPU offload gives
+        assert copied["0.weight"].data_ptr() != copied["1.weight"].data_ptr()
+        state = retie(wrapped, copied)
+        assert state["1.weight"] is state["0.weight"]
+        assert torch.equal(state["0.weight"], model[0].weight)

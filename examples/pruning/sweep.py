@@ -25,7 +25,7 @@ import torch
 
 # generate-and-score: the distillation example's, one copy for both recipes
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distillation", "multi30k"))
-from evaluate import generate, score, sh  # noqa: E402
+from evaluate import generate, score, sh, unique_tensors  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("checkpoint")
@@ -80,8 +80,7 @@ for method in args.methods.split(","):
             info = r.stderr.strip().splitlines()[-1].split("| ")[-1]
             prune_s = round(time.time() - t0, 1)
         pruned = torch.load(ck, map_location="cpu", weights_only=False)
-        # each tensor once (a tied embedding is saved under two names, sharing its storage)
-        unique = {t.untyped_storage().data_ptr(): t for t in pruned["model"].values()}.values()
+        unique = unique_tensors(pruned["model"])
         params = sum(t.numel() for t in unique)
         nonzero = sum(int(t.count_nonzero()) for t in unique if t.is_floating_point())
         heads = sum(len(h) for h in pruned["cfg"]["model"].get("pruned_heads", {}).values())

@@ -3,7 +3,7 @@ trainable-parameter line's figures, the best checkpoint's size (the file, and th
 holds: what serving needs next to the base) and the wall time. With --base CK (in-context
 classification: nothing trained, nothing saved) the row counts CK's parameters, none of them trained.
 The row also names the split the epoch was chosen on, the chosen epoch and its score there (the
-validation lines of train.log), and the seed.
+validation lines of train.log), the seed and the device it trained on (cpu or cuda).
 Usage: python row.py RUN_DIR TASK BODY MODE SECONDS [LEARNING_RATE | --base CK] [--seed N]"""
 
 import argparse
@@ -33,12 +33,13 @@ if base:  # nothing trained: the base's parameters, no file of the row's own
     unique = {t.data_ptr(): t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor")}
     trainable, total = 0, sum(unique.values())
     checkpoint_bytes = weights = 0
-    updates = []
+    updates, device = [], None
 else:
     log = open(os.path.join(run, "train.log"), encoding="utf-8").read()
     trainable, total = (int(x.replace(",", "")) for x in re.search(
         r"trainable parameters: ([\d,]+) of ([\d,]+)", log).groups())
     updates = re.findall(r"\| update (\d+) \|", log)
+    device = re.search(r"; device (\w+)", log)  # cpu or cuda: wall times are only compared within one
     # the validation score of each epoch (the split checkpoint_best is chosen on); the first best wins
     by_epoch = [(int(e), float(v)) for e, v in re.findall(rf"\[valid\] epoch (\d+) \|.*?\| {metric} ([\d.]+)", log)]
     if by_epoch:
@@ -54,5 +55,6 @@ print(json.dumps({
     "task": task, "body": body, "mode": mode, metric: float(found.group(1)) if found else None,
     "trainable": trainable, "total": total, "checkpoint_bytes": checkpoint_bytes, "weights_bytes": weights,
     "updates": int(updates[-1]) if updates else 0, "wall_s": int(seconds), "lr": rate, "seed": args.seed,
+    "device": device.group(1) if device else "cpu",
     **chosen,
 }))

@@ -1,7 +1,7 @@
 """The transfer table of one task: every row finetune.sh wrote under WORK_DIR/runs/TASK, as markdown.
 Runs of one body and mode with several seeds (SEED=N, folders ...-sN) make one row: the reported
 score as mean ± sample sd over the seeds, each seed's score with the epoch chosen on the held-out
-split, and the mean wall time.
+split, and the mean wall time (per device where it is not the CPU).
 Usage: python table.py WORK_DIR TASK"""
 
 import glob
@@ -31,6 +31,9 @@ for (body, mode, _), runs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv
     each = ", ".join(f"s{r.get('seed', 1)} {r[metric]:.2f} (e{r.get('chosen_epoch', '?')})" for r in runs)
     r = runs[0]
     share = 100.0 * r["trainable"] / max(r["total"], 1)
-    wall = statistics.mean(x["wall_s"] for x in runs) / 60
+    # wall time per device (a row's seeds may have run on different machines)
+    devices = sorted({x.get("device", "cpu") for x in runs})
+    wall = ", ".join(f"{statistics.mean(x['wall_s'] for x in runs if x.get('device', 'cpu') == d) / 60:.1f} min"
+                     + (f" ({d})" if len(devices) > 1 or d != "cpu" else "") for d in devices)
     print(f"| {body} | {mode} | {spread} | {each} | {r['trainable']:,} of {r['total']:,} | {share:.3g}% "
-          f"| {r['weights_bytes'] / 1e6:.3f} MB | {r['updates']} | {wall:.1f} min |")
+          f"| {r['weights_bytes'] / 1e6:.3f} MB | {r['updates']} | {wall} |")

@@ -128,7 +128,28 @@ def full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer):
     under FSDP: every rank must call it. The same format for every strategy and world size."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
-    return get_model_state_dict(model, options=_options()), get_optimizer_state_dict(model, optimizer, options=_options())
+    model_state = retie(model, get_model_state_dict(model, options=_options()))
+    return model_state, get_optimizer_state_dict(model, optimizer, options=_options())
+
+
+# the wrappers' own name segments, which state dict keys leave out (torch.compile, FSDP1, checkpointing)
+_WRAPPER_NAMES = ("_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
+
+
+def retie(model: torch.nn.Module, state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """One tensor for each tied parameter (``share_all_embeddings``, a tied output matrix) in
+    ``state``: the CPU copy of a GPU model's state gives every name its own copy, which would save
+    a tied table twice (as a model trained on CPU does not) and count it twice."""
+    top = getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" else model
+    names: Dict[int, List[str]] = {}
+    for name, p in top.named_parameters(remove_duplicate=False):
+        key = ".".join(part for part in name.split(".") if part not in _WRAPPER_NAMES)
+        names.setdefault(id(p), []).append(key)
+    for group in names.values():
+        group = [n for n in group if n in state]
+        for n in group[1:]:
+            state[n] = state[group[0]]
+    return state
 
 
 def load_full_state(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], model_state: dict,

@@ -5,7 +5,7 @@ run kept in the row), each model's checkpoint_best. Appends to WORK_DIR/results.
 WORK_DIR/results.md. Usage: [REPEATS=3] python evaluate.py WORK_DIR MODEL_DIR_NAME ...
 Every seqkit-generate runs in its own process, one after another (nothing else should run).
 
-``generate`` and ``score`` are also the pruning sweep's (examples/pruning/sweep.py)."""
+``generate``, ``score`` and ``unique_tensors`` are also the pruning sweep's (examples/pruning/sweep.py)."""
 
 import json
 import os
@@ -41,6 +41,13 @@ def score(hyp, metrics=None):
     return {m["metric"]: m["score"] for m in map(json.loads, s.stdout.splitlines())}
 
 
+def unique_tensors(state_dict):
+    """Each tensor of a checkpoint's model once: a tied embedding is saved under two or three names
+    that share one storage (the ``_float_tensor`` buffers hold no parameter)."""
+    return list({t.untyped_storage().data_ptr(): t for k, t in state_dict.items()
+                 if not k.endswith("_float_tensor")}.values())
+
+
 def main():
     work, names = sys.argv[1], sys.argv[2:]
     repeats = int(os.environ.get("REPEATS", "3"))
@@ -52,7 +59,7 @@ def main():
             print(f"evaluate.py: {ck} not found: skipped", file=sys.stderr)
             continue
         state = torch.load(ck, map_location="cpu", weights_only=False)
-        params = sum(t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor"))
+        params = sum(t.numel() for t in unique_tensors(state["model"]))
         log = open(os.path.join(work, name, "train.log"), encoding="utf-8").read()
         done = re.findall(r"\| done: .*?; (\d+) updates", log)
         row = {"model": name, "parameters": params, "updates": int(done[-1]) if done else None,
