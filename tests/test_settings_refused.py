@@ -172,3 +172,23 @@ def test_the_sweep_and_the_distillation_example_share_one_evaluate(single, singl
     assert speed > 0  # classification prints examples/s
     scores = evaluate.score(str(out / "generate-valid.txt"))
     assert 0 <= scores["accuracy"] <= 100
+
+
+def test_distillation_results_give_each_seeded_student_its_mean_and_sd(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "kd_evaluate", ROOT / "examples" / "distillation" / "multi30k" / "evaluate.py")
+    evaluate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evaluate)
+
+    def row(model, bleu, speed):
+        return {"model": model, "parameters": 10, "updates": 5,
+                **{k: bleu for k in ("valid_beam5_bleu", "valid_beam1_bleu", "beam5_bleu", "beam1_bleu",
+                                     "beam5_chrf", "beam1_chrf")},
+                **{f"{k}_sent_per_s": speed for k in ("beam5_b64", "beam1_b64", "beam5_b1", "beam1_b1")}}
+
+    evaluate.write_tables(str(tmp_path), [row("teacher", 40.0, 10.0), row("student-s1", 38.0, 20.0),
+                                          row("student-s2", 39.0, 30.0), row("other", 1.0, 1.0)])
+    text = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| student | 2 | 38.50 ± 0.71 | 38.50 ± 0.71 | 38.50 ± 0.71 |" in text
+    assert "| 2.00-3.00x | 2.00-3.00x | 2.00-3.00x | 2.00-3.00x |" in text
+    assert "| other |" in text and "| other | 1 |" not in text  # one run is a row, not a seeds row
