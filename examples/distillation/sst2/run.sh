@@ -6,6 +6,10 @@
 # STAGE: teacher, dan, dan-kd, cnn, cnn-kd (default: all, in this order); a stage whose score exists
 # is skipped. Each writes WORK_DIR/NAME/score_dev.txt (dev accuracy at the checkpoint chosen on a
 # seeded 5% held out from train; CARVE=0: chosen on dev) as the classification recipes do.
+# SEED=N trains the students (not the teacher) with common.seed=N, in folders NAME-sN. UPDATES=1
+# trains each model for the update count its time budget gave on 2026-11-26 (teacher 9,378, DAN
+# 23,045, CNN 21,725; a distilled student as many as its baseline) instead of the time budget: the
+# same run on any machine, and students compared at equal updates.
 # The teacher's outputs are computed once per training sentence (criterion=distillation keeps a
 # classifier teacher's outputs), so a distilled student makes nearly as many updates as its baseline.
 set -euo pipefail
@@ -22,12 +26,15 @@ teacher="$work/teacher/checkpoints/checkpoint_best.pt"
 # teacher's "dark knowledge"; T^2 keeps the two terms' gradients at one scale)
 kd=(criterion=distillation criterion.teacher="$teacher" criterion.alpha=0.5 criterion.temperature=2)
 
+declare -A FIXED=([teacher]=9378 [dan]=23045 [cnn]=21725)
 one() {  # one NAME CONFIG key=value ...: the classification recipe's run.sh over the shared data folder
-  local name="$1" config="$2"; shift 2
+  local name="$1" config="$2" extra=(); shift 2
+  [[ -n ${UPDATES:-} ]] && extra+=(optimization.stop_time_hours=0 optimization.max_update="${FIXED[${name%-kd}]}")
+  [[ $name != teacher && -n ${SEED:-} ]] && { name="$name-s$SEED"; extra+=(common.seed="$SEED"); }
   [[ -f "$work/$name/score_dev.txt" ]] && { echo "$name: done already ($work/$name/score_dev.txt)"; return; }
   mkdir -p "$work/$name"
   ln -sfn "$(cd "$work" && pwd)/data-bin" "$work/$name/data-bin"
-  bash "$cls/run.sh" "$work/$name" "$config" "$@"
+  bash "$cls/run.sh" "$work/$name" "$config" "$@" "${extra[@]}"
 }
 
 for stage in "${stages[@]}"; do
@@ -40,6 +47,6 @@ for stage in "${stages[@]}"; do
     *) echo "run.sh: error: unknown stage '$stage' (teacher dan dan-kd cnn cnn-kd)" >&2; exit 2 ;;
   esac
 done
-for name in teacher dan dan-kd cnn cnn-kd; do
-  [[ -f "$work/$name/score_dev.txt" ]] && echo "$name: $(grep '^accuracy' "$work/$name/score_dev.txt")"
+for score in "$work"/*/score_dev.txt; do
+  if [[ -f "$score" ]]; then echo "$(basename "$(dirname "$score")"): $(grep '^accuracy' "$score")"; fi
 done
