@@ -16,6 +16,7 @@ from transfer_fixtures import make_text, pretrained_bodies, run
 
 from label_fixtures import one_line_error, single, single_ckpt, translation_ckpt  # noqa: F401  (fixtures by name)
 from seqkit.adapt.modes import unused_settings
+from seqkit.core.checkpoints import unique_tensors
 from seqkit.cli.prune import main as prune
 from seqkit.cli.train import main as train
 from seqkit.core import checkpoints
@@ -163,7 +164,7 @@ def test_the_sweep_and_the_distillation_example_share_one_evaluate(single, singl
     evaluate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(evaluate)  # importable: the script's work is under main()
     table = torch.zeros(3, 2)  # a tied table saved under two names: its parameters counted once
-    assert sum(t.numel() for t in evaluate.unique_tensors(
+    assert sum(t.numel() for t in unique_tensors(
         {"embed": table, "output": table, "bias": torch.zeros(4), "x._float_tensor": torch.zeros(1)})) == 10
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     root, _ = single

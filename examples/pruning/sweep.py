@@ -23,9 +23,11 @@ import time
 
 import torch
 
+from seqkit.core.checkpoints import unique_tensors
+
 # generate-and-score: the distillation example's, one copy for both recipes
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distillation", "multi30k"))
-from evaluate import generate, score, sh, unique_tensors  # noqa: E402
+from evaluate import generate, score, sh  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("checkpoint")

@@ -13,6 +13,8 @@ import re
 
 import torch
 
+from seqkit.core.checkpoints import unique_tensors
+
 ap = argparse.ArgumentParser()
 for name in ("run", "task", "body", "mode", "seconds"):
     ap.add_argument(name)
@@ -29,9 +31,7 @@ found = re.search(r"^accuracy = ([\d.]+)", score, re.M) if metric == "accuracy" 
 chosen = {}
 if base:  # nothing trained: the base's parameters, no file of the row's own
     state = torch.load(base, map_location="cpu", weights_only=False)
-    # each tensor once: a tied output matrix is saved as the embedding's storage
-    unique = {t.data_ptr(): t.numel() for k, t in state["model"].items() if not k.endswith("_float_tensor")}
-    trainable, total = 0, sum(unique.values())
+    trainable, total = 0, sum(t.numel() for t in unique_tensors(state["model"]))
     checkpoint_bytes = weights = 0
     updates, device = [], None
 else:

@@ -115,6 +115,14 @@ def set_rng_state(state: Dict[str, Any]) -> None:
 # ------------------------------------------------------------------------- a trained model back
 
 
+def unique_tensors(state_dict: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
+    """Each tensor of a saved model once: a tied table (``share_all_embeddings``, a tied output
+    matrix) is saved under two or three names sharing one storage; ``_float_tensor`` buffers hold
+    no parameter. For counting parameters and weights of a checkpoint."""
+    return list({t.untyped_storage().data_ptr(): t for k, t in state_dict.items()
+                 if not k.endswith("_float_tensor")}.values())
+
+
 def saved_keys(model: torch.nn.Module) -> Optional[Set[str]]:
     """The state entries a checkpoint of ``model`` holds: None for all of them, or the set a
     parameter-efficient model names (its ``checkpoint_keys()``, see :mod:`seqkit.models.pretrained`)."""

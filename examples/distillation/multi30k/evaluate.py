@@ -9,7 +9,7 @@ Usage: [REPEATS=3] python evaluate.py WORK_DIR MODEL_DIR_NAME ...
        last row in results.jsonl, nothing run)
 Every seqkit-generate runs in its own process, one after another (nothing else should run).
 
-``generate``, ``score`` and ``unique_tensors`` are also the pruning sweep's (examples/pruning/sweep.py)."""
+``generate`` and ``score`` are also the pruning sweep's (examples/pruning/sweep.py)."""
 
 import json
 import os
@@ -20,6 +20,8 @@ import sys
 import time
 
 import torch
+
+from seqkit.core.checkpoints import unique_tensors
 
 
 def sh(cmd):
@@ -43,13 +45,6 @@ def score(hyp, metrics=None):
     s = sh(["seqkit-score", f"hyp={hyp}"] + ([f"metrics=[{','.join(metrics)}]"] if metrics else [])
            + ["output_format=json"])
     return {m["metric"]: m["score"] for m in map(json.loads, s.stdout.splitlines())}
-
-
-def unique_tensors(state_dict):
-    """Each tensor of a checkpoint's model once: a tied embedding is saved under two or three names
-    that share one storage (the ``_float_tensor`` buffers hold no parameter)."""
-    return list({t.untyped_storage().data_ptr(): t for k, t in state_dict.items()
-                 if not k.endswith("_float_tensor")}.values())
 
 
 def main():
