@@ -9,7 +9,8 @@
 # SEED=N trains the students (not the teacher) with common.seed=N, in folders NAME-sN. UPDATES=1
 # trains each model for the update count its time budget gave on 2026-11-26 (teacher 9,378, DAN
 # 23,045, CNN 21,725; a distilled student as many as its baseline) instead of the time budget: the
-# same run on any machine, and students compared at equal updates.
+# same run on any machine, and students compared at equal updates. THREADS=N sets common.threads
+# (the configs say 2; two runs side by side on 2 cores: THREADS=1 each).
 # The teacher's outputs are computed once per training sentence (criterion=distillation keeps a
 # classifier teacher's outputs), so a distilled student makes nearly as many updates as its baseline.
 set -euo pipefail
@@ -30,6 +31,7 @@ declare -A FIXED=([teacher]=9378 [dan]=23045 [cnn]=21725)
 one() {  # one NAME CONFIG key=value ...: the classification recipe's run.sh over the shared data folder
   local name="$1" config="$2" extra=(); shift 2
   [[ -n ${UPDATES:-} ]] && extra+=(optimization.stop_time_hours=0 optimization.max_update="${FIXED[${name%-kd}]}")
+  [[ -n ${THREADS:-} ]] && extra+=(common.threads="$THREADS")
   [[ $name != teacher && -n ${SEED:-} ]] && { name="$name-s$SEED"; extra+=(common.seed="$SEED"); }
   [[ -f "$work/$name/score_dev.txt" ]] && { echo "$name: done already ($work/$name/score_dev.txt)"; return; }
   mkdir -p "$work/$name"
