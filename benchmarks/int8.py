@@ -1,13 +1,15 @@
-"""fp32 against int8 weights (`quantize=int8`) for one classifier or tagger checkpoint: its score and
-its speed, each run a `seqkit-generate` process of its own, the two precisions alternated.
+"""fp32 against int8 weights (`quantize=int8`) for one classifier, tagger or language-model checkpoint:
+its score and its speed, each run a process of its own (`seqkit-generate`, or `seqkit-eval-lm` for a
+language model), the two precisions alternated.
 
     python benchmarks/int8.py CHECKPOINT DATA [--split valid] [--rounds 3] [--batch 64] [--threads 2]
+                              [--tokens-per-sample 128]
 
 Prints one JSON line: the CPU (model, bf16/AMX flags, an fp32 matmul peak measured before and after),
 and per precision the scores (seqkit-score's figures on the split: accuracy, macro-F1, F1 and MCC
-for classification; entity F1 and token accuracy for tagging) and examples/s of every round with their median.
-Language models have `seqkit-eval-lm ... quantize=int8` (examples/language_model/wikitext2), and
-translation `benchmarks/translation.py --checkpoint` (its *_int8 fields)."""
+for classification; entity F1 and token accuracy for tagging; perplexity per token and per word for a
+language model) and examples/s (tokens/s for a language model) of every round with their median.
+Translation has `benchmarks/translation.py --checkpoint` (its *_int8 fields)."""
 
 import argparse
 import json
@@ -20,7 +22,9 @@ import tempfile
 
 import torch
 
+from seqkit.core.checkpoints import load
 from seqkit.core.cpu import cpu_info
+from seqkit.core.errors import SeqkitError
 from translation import matmul_peak  # (benchmarks/translation.py, beside this script)
 
 
@@ -32,7 +36,12 @@ def run(cmd):
 
 
 def one(args, quantize, out):
-    """Generate the split once at `quantize` (none or int8): (examples/s, {metric: score})."""
+    """Score the split once at `quantize` (none or int8): (examples or tokens /s, {metric: score})."""
+    if args.lm:
+        r = run(["seqkit-eval-lm", f"path={args.checkpoint}", f"task.data={args.data}", f"gen_subset={args.split}",
+                 f"tokens_per_sample={args.tokens_per_sample}", f"quantize={quantize}", f"common.threads={args.threads}"])
+        e = json.loads(r.stdout.strip().splitlines()[-1])
+        return e["tokens_per_s"], {k: e[k] for k in ("ppl", "word_ppl", "loss") if k in e}
     r = run(["seqkit-generate", f"path={args.checkpoint}", f"task.data={args.data}", f"gen_subset={args.split}",
              f"batch_size={args.batch}", f"results_path={out}", f"quantize={quantize}",
              f"common.threads={args.threads}"])
@@ -50,10 +59,15 @@ def main():
     p.add_argument("--rounds", type=int, default=3, help="fp32/int8 alternations (a speed ratio: the median of >= 3)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tokens-per-sample", type=int, default=128, help="a language model's scored block length")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    try:
+        args.lm = load(args.checkpoint)["cfg"]["task"]["name"] == "language_modeling"
+    except SeqkitError as e:
+        sys.exit(f"int8.py: error: {e}")
     row = {**cpu_info(), "checkpoint": os.path.abspath(args.checkpoint), "split": args.split,
-           "batch": args.batch, "threads": args.threads,
+           **({"tokens_per_sample": args.tokens_per_sample} if args.lm else {"batch": args.batch}), "threads": args.threads,
            "fp32_matmul_peak_gflops_before": round(matmul_peak(torch.float32) / 1e9)}
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("none", "int8"):

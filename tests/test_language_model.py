@@ -360,3 +360,29 @@ def test_eval_lm_int8_stays_within_two_percent_of_fp32(corpus, trained, name):
     assert int8["tokens"] == fp32["tokens"] and int8["tokens_per_s"] > 0
     assert int8["ppl"] == pytest.approx(fp32["ppl"], rel=0.02)
     assert int8["ppl"] != fp32["ppl"]  # (the int8 layers did run)
+
+
+def test_int8_benchmark_measures_a_language_model(corpus, trained, tmp_path):
+    """benchmarks/int8.py on an LM checkpoint: seqkit-eval-lm's perplexities at fp32 and int8 and a
+    tokens/s per round; a missing checkpoint is one error line."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    bench = [sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "int8.py")]
+    ck = trained["gpt"][2]
+    done = subprocess.run([*bench, str(ck), str(corpus / "bin"), "--rounds", "1", "--threads", "1",
+                           "--tokens-per-sample", "10"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    fp32 = evaluate(EvalLMConfig(task=OmegaConf.create({"data": str(corpus / "bin")}), path=str(ck),
+                                 gen_subset="valid", tokens_per_sample=10))
+    assert row["tokens_per_sample"] == 10 and "batch" not in row
+    assert row["none"]["scores"]["ppl"] == fp32["ppl"] and row["none"]["scores"]["word_ppl"] == fp32["word_ppl"]
+    assert row["int8"]["scores"]["ppl"] == pytest.approx(fp32["ppl"], rel=0.02)
+    assert row["int8"]["scores"]["loss"] != fp32["loss"]  # (the int8 layers did run)
+    assert len(row["none"]["per_s_rounds"]) == len(row["speedup_rounds"]) == 1 and row["speedup"] > 0
+    bad = subprocess.run([*bench, str(tmp_path / "nope.pt"), str(corpus / "bin")], capture_output=True, text=True, env=env)
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.stderr
