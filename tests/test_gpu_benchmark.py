@@ -14,6 +14,7 @@ BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))  # gpu.py imports translation.py beside it
 
 import gpu  # noqa: E402
+import gpu_children  # noqa: E402
 
 
 def readme_fields():
@@ -105,5 +106,5 @@ def test_spec_peaks_by_name():
 
 
 def test_rows_are_cut_at_their_first_eos():
-    assert gpu.before_eos([5, 6, 2, 2, 0, 0], eos=2) == [5, 6]
-    assert gpu.before_eos([5, 6], eos=2) == [5, 6]
+    assert gpu_children.before_eos([5, 6, 2, 2, 0, 0], eos=2) == [5, 6]
+    assert gpu_children.before_eos([5, 6], eos=2) == [5, 6]
