@@ -81,7 +81,7 @@ def test_carve_valid_holds_out_seeded_training_examples(single, tmp_path, run_cl
 
     dest, meta = carved(1)
     assert meta["splits"] == {"train": 81, "valid": 9, "valid1": 15}
-    assert meta["carved"] == {"split": "valid", "share": 0.1, "seed": 1, "from": str(root / "train.tsv")}
+    assert meta["carved"] == {"split": "valid", "share": 0.1, "seed": 1, "unit": "example", "from": str(root / "train.tsv")}
     train_text = (dest / "train.text.txt").read_text().splitlines()
     held = (dest / "valid.text.txt").read_text().splitlines()
     everything = [s for s, _ in rows["train"]]

@@ -63,6 +63,10 @@ class PreprocessConfig:
                                   "the rest); the validpref splits then become valid1, valid2, ... (GLUE: choose "
                                   "on the carved split, report the official dev once)", ge=0.0, lt=1.0)
     carve_seed: int = arg(1, "classification / tagging: the seed that picks carve_valid's examples")
+    carve_unit: str = arg("example", "what carve_valid holds out: `example` (rows picked one by one) or "
+                                     "`sentence` (phrase corpora such as SST-2, whose rows are the phrases of "
+                                     "each sentence: whole sentences are held out and the rows found only "
+                                     "inside them leave train; see seqkit/preprocess/carve.py)")
     vocab_from: Optional[str] = arg(None, "classification / tagging / language_modeling: reuse the tokenizer and "
                                           "dictionary of this pretraining checkpoint or language_modeling folder "
                                           "instead of learning new ones (for model=pretrained_classifier / "

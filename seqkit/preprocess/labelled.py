@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
@@ -29,6 +28,7 @@ from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import write_dataset
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START, encode_example
 from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
+from seqkit.preprocess.carve import carve
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
 
@@ -41,13 +41,14 @@ def as_list(value: Any) -> List[str]:
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
-def read_splits(cfg: Any) -> Dict[str, LabelledSplit]:
+def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
+    """({split: examples}, what carve_valid did: {} when nothing was carved)."""
     if not cfg.trainpref:
         raise SeqkitError("trainpref is required (a TSV file, or a CoNLL file for task=tagging)")
     columns = as_list(cfg.text_columns)
     if cfg.task == "classification" and not 1 <= len(columns) <= 2:
         raise SeqkitError(f"text_columns names {len(columns)} columns; classification takes 1 (a sentence) or 2 (a pair)")
-    data = {}
+    data, carved = {}, {}
     for split, pref in split_names(cfg):
         if cfg.task == "tagging":
             data[split] = read_conll(pref, cfg.word_column, cfg.tag_column)
@@ -57,27 +58,11 @@ def read_splits(cfg: Any) -> Dict[str, LabelledSplit]:
         what = f"column {cfg.label_column!r}" if cfg.task == "classification" else "tag column"
         raise SeqkitError(f"{data['train'].path}: the training split has no labels ({what})")
     if cfg.carve_valid > 0:
-        train, valid = carve(data["train"], cfg.carve_valid, cfg.carve_seed)
+        train, valid, summary = carve(data["train"], cfg.carve_valid, cfg.carve_seed, cfg.carve_unit)
         data = {"train": train, "valid": valid, **{k: v for k, v in data.items() if k != "train"}}
-    return data
-
-
-def carve(train: LabelledSplit, share: float, seed: int) -> Tuple[LabelledSplit, LabelledSplit]:
-    """(rest, held out): round(share x n) training examples picked by ``seed``, both in file order."""
-    n = len(train.texts)
-    k = round(share * n)
-    if not 0 < k < n:
-        raise SeqkitError(f"carve_valid={share} holds out {k} of {n} training examples: choose a share that "
-                          "leaves both splits non-empty")
-    held = set(random.Random(seed).sample(range(n), k))
-
-    def part(keep: bool) -> LabelledSplit:
-        idx = [i for i in range(n) if (i in held) == keep]
-        return LabelledSplit(train.path, [train.texts[i] for i in idx], [train.labels[i] for i in idx],
-                             [train.lines[i] for i in idx] if train.lines else [], train.label_path)
-
-    log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid", share, seed, k, n)
-    return part(False), part(True)
+        carved = {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit,
+                  "from": train.path, **summary}
+    return data, carved
 
 
 def label_set(train: LabelledSplit) -> List[str]:
@@ -91,7 +76,7 @@ def label_set(train: LabelledSplit) -> List[str]:
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
     t_start = time.perf_counter()
     per_token = cfg.task == "tagging"
-    data = read_splits(cfg)
+    data, carved = read_splits(cfg)
     labels = label_set(data["train"])
     for split, sp in data.items():
         if split != "train":
@@ -157,8 +142,7 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
             "tokenizer": to_plain(tok_cfg),
             "vocab_from": cfg.vocab_from,
             "splits": {split: len(sp.texts) for split, sp in data.items()},
-            "carved": {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed,
-                       "from": data["train"].path} if cfg.carve_valid > 0 else None,
+            "carved": carved or None,
             "stats": stats,
         }
         atomic_write_text(os.path.join(out, "preprocess.json"), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,93 @@
+"""Holding out a validation split from the training examples (``carve_valid=``), for tasks whose
+official dev split is the one reported (GLUE: choose on the carved split, report dev once).
+
+Two units (``carve_unit=``):
+- ``example``: a seeded share of the training rows, picked one by one.
+- ``sentence``: for phrase corpora such as SST-2, whose training rows are every phrase of each
+  training sentence (67,349 rows from 6,885 sentences). Picking rows one by one would hold out
+  phrases whose sentence, and most of whose other phrases, stay in train, so the held-out score
+  runs far above dev's. Here the unit is a sentence: a row that no other row contains (as a run of
+  whitespace tokens). A seeded share of the sentences is held out, whole sentences only (as dev
+  is), and every row found only inside held-out sentences leaves train; a phrase that is also
+  inside a kept sentence stays in train, since a kept sentence would have given it anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Dict, List, Set, Tuple
+
+from seqkit.core.errors import SeqkitError
+from seqkit.data.labelled_text import LabelledSplit
+
+log = logging.getLogger("seqkit.preprocess")
+
+Tokens = Tuple[str, ...]
+
+
+def subset(split: LabelledSplit, idx: List[int]) -> LabelledSplit:
+    """The rows ``idx`` of ``split``, in the order given."""
+    return LabelledSplit(split.path, [split.texts[i] for i in idx], [split.labels[i] for i in idx],
+                         [split.lines[i] for i in idx] if split.lines else [], split.label_path)
+
+
+def pick(n: int, share: float, seed: int, what: str) -> Set[int]:
+    """round(share x n) of range(n), picked by ``seed``."""
+    k = round(share * n)
+    if not 0 < k < n:
+        raise SeqkitError(f"carve_valid={share} holds out {k} of {n} training {what}: choose a share that "
+                          "leaves both splits non-empty")
+    return set(random.Random(seed).sample(range(n), k))
+
+
+def carve_examples(train: LabelledSplit, share: float, seed: int) -> Tuple[LabelledSplit, LabelledSplit, Dict]:
+    """(rest, held out, summary): a seeded share of the rows, both parts in file order."""
+    n = len(train.texts)
+    held = pick(n, share, seed, "examples")
+    log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid",
+             share, seed, len(held), n)
+    return (subset(train, [i for i in range(n) if i not in held]), subset(train, sorted(held)), {})
+
+
+def spans(tokens: Tokens) -> Set[Tokens]:
+    """Every contiguous run of ``tokens``, itself included."""
+    n = len(tokens)
+    return {tokens[i:j] for i in range(n) for j in range(i + 1, n + 1)}
+
+
+def carve_sentences(train: LabelledSplit, share: float, seed: int) -> Tuple[LabelledSplit, LabelledSplit, Dict]:
+    """(rest, held out, summary): a seeded share of the sentences (rows no other row contains) held
+    out whole; the rows found only inside them are dropped from train."""
+    if any(len(t) != 1 for t in train.texts):
+        raise SeqkitError("carve_unit=sentence is for single-sentence classification data (phrase corpora such "
+                          "as SST-2); this data has sentence pairs or tagged words: use carve_unit=example")
+    tokens: List[Tokens] = [tuple(t[0].split()) for t in train.texts]
+    rows = set(tokens)
+    inside = set()  # rows that are a proper part of another row
+    for row in rows:
+        inside.update(s for s in spans(row) if s != row and s in rows)
+    sentences = sorted(rows - inside)  # sorted: the seed alone decides, not the hash order
+    held_ids = pick(len(sentences), share, seed, "sentences (rows no other row contains)")
+    held = {sentences[i] for i in held_ids}
+    kept: Set[Tokens] = set()
+    for i, sentence in enumerate(sentences):
+        if i not in held_ids:
+            kept.update(s for s in spans(sentence) if s in rows)
+    rest = [i for i, t in enumerate(tokens) if t not in held and t in kept]
+    valid = [i for i, t in enumerate(tokens) if t in held]
+    dropped = len(tokens) - len(rest) - len(valid)
+    log.info("carve_valid=%g carve_unit=sentence carve_seed=%d: %d of %d sentences held out as split valid "
+             "(%d rows); %d rows found only inside them left train; %d training rows stay",
+             share, seed, len(held), len(sentences), len(valid), dropped, len(rest))
+    return subset(train, rest), subset(train, valid), {"sentences": len(sentences), "dropped": dropped}
+
+
+UNITS = {"example": carve_examples, "sentence": carve_sentences}
+
+
+def carve(train: LabelledSplit, share: float, seed: int, unit: str = "example") -> Tuple[LabelledSplit, LabelledSplit, Dict]:
+    """(rest, held out, summary for preprocess.json) by ``unit`` (see the module's doc)."""
+    if unit not in UNITS:
+        raise SeqkitError(f"carve_unit={unit!r}: choose one of {', '.join(UNITS)}")
+    return UNITS[unit](train, share, seed)
