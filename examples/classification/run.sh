@@ -6,6 +6,8 @@
 # predictions only. Choose on one split, report on another: a seeded 5% of train is held out
 # (CARVE=0.05, carve_seed 1: split valid) and picks checkpoint_best; GLUE's dev (split valid1) is
 # scored once, at that checkpoint. CARVE=0 chooses on dev itself (the protocol before 2026-11-27).
+# CARVE_UNIT=sentence holds out whole sentences instead of rows (SST-2, whose rows are the phrases
+# of each sentence: see seqkit/preprocess/carve.py); the default, example, is what the tables used.
 set -euo pipefail
 work="$1"
 config="$2"
@@ -13,7 +15,8 @@ shift 2
 dataset_dir="$(cd "$(dirname "$config")" && pwd)"
 mkdir -p "$work"
 
-[[ -f "$work/data-bin/preprocess.json" ]] || bash "$dataset_dir/prepare.sh" "$work/data-bin" carve_valid="${CARVE:-0.05}"
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$dataset_dir/prepare.sh" "$work/data-bin" carve_valid="${CARVE:-0.05}" \
+  carve_unit="${CARVE_UNIT:-example}"
 dev=valid; [[ -f "$work/data-bin/valid1.input.idx" ]] && dev=valid1   # GLUE's dev, beside a carved valid
 
 seqkit-train --config "$config" task.data="$work/data-bin" checkpoint.save_dir="$work/checkpoints" "$@" \

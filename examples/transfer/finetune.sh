@@ -18,7 +18,9 @@
 # Choose on one split, report on another: SST-2 and RTE (GLUE hides its test labels) hold out a
 # seeded 5% of train (CARVE=0.05, carve_seed 1, the same for every row and seed: split `valid`);
 # the epoch is chosen on it and GLUE's dev (split valid1) is scored once, at that checkpoint.
-# CoNLL-2003 chooses on testa and reports testb.
+# CARVE_UNIT=sentence holds out whole SST-2 sentences instead of rows (seqkit/preprocess/carve.py;
+# data folder TASK-carved-sentence-bin, run folder suffix -bysentence). CoNLL-2003 chooses on testa
+# and reports testb.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 usage="usage: finetune.sh WORK_DIR TASK BODY MODE [key=value ...]"
@@ -28,7 +30,7 @@ ck="$work/$body/checkpoints/checkpoint_best.pt"
 [[ -f "$ck" ]] || { echo "finetune.sh: error: $ck not found: run pretrain.sh $work $body first" >&2; exit 1; }
 [[ $mode == icl && $task == conll ]] && { echo "finetune.sh: error: icl classifies sentences and pairs (sst2, rte), not conll" >&2; exit 1; }
 shots="${SHOTS:-8}"
-run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}${EPOCHS:+-e$EPOCHS}${TAG:+-$TAG}${SEED:+-s$SEED}"
+run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}${EPOCHS:+-e$EPOCHS}${TAG:+-$TAG}${CARVE_UNIT:+-by$CARVE_UNIT}${SEED:+-s$SEED}"
 cal="${CALIBRATE:+-cal}"
 [[ $mode == icl ]] && run="$work/runs/$task/$body-icl-k$shots$cal${SEED:+-s$SEED}"
 mkdir -p "$run"
@@ -45,7 +47,8 @@ esac
 epochs="${EPOCHS:-$epochs}"
 carve=(); report=test   # CoNLL: choose on testa (valid), report testb (test)
 if [[ $task != conll ]]; then
-  data="$work/$body/$task-carved-bin"; carve=(carve_valid="${CARVE:-0.05}" carve_seed=1); report=valid1
+  data="$work/$body/$task-carved${CARVE_UNIT:+-$CARVE_UNIT}-bin"; report=valid1
+  carve=(carve_valid="${CARVE:-0.05}" carve_seed=1 carve_unit="${CARVE_UNIT:-example}")
 fi
 [[ -f "$data/preprocess.json" ]] || bash "$prepare" "$data" vocab_from="$ck" "${carve[@]}"
 
