@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -17,7 +19,10 @@ from torch import nn
 import seqkit
 from seqkit.analysis.probe import ProbeConfig, _lstm_layers, train_probe
 from seqkit.cli.common import ConfigBuilder
+from seqkit.core.errors import SeqkitError
+from seqkit.core.io import staged_dir
 from seqkit.data.toy_corpus import make_corpus
+from seqkit.preprocess.common import remove_stale_staging
 from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
 from seqkit.training.config import TrainConfig
@@ -130,6 +135,29 @@ def test_a_classification_folder_drops_stale_staging_and_cleans_up_after_ctrl_c(
     with pytest.raises(KeyboardInterrupt):
         preprocess(PreprocessConfig(**{**cfg.__dict__, "overwrite": True}))
     assert staging(tmp_path) == [] and sorted(os.listdir(tmp_path / "bin")) == before
+
+
+def test_two_runs_writing_one_destdir_at_once(tmp_path):
+    """Two runs staging the same destdir (two jobs started together): the second does not remove the
+    first's staging folder as a killed run's, and the one that finishes second replaces the folder
+    (overwrite=true) or stops with one line, its own staging removed and the other's output kept."""
+    dest = tmp_path / "bin"
+    with staged_dir(str(dest), overwrite=True) as first:
+        assert remove_stale_staging(str(dest)) == [] and os.path.isdir(first)  # held: not stale
+        with staged_dir(str(dest), overwrite=True) as second:
+            Path(second, "x").write_text("second")
+        assert dest.is_dir() and (dest / "x").read_text() == "second"
+        Path(first, "x").write_text("first")
+    assert (dest / "x").read_text() == "first" and staging(tmp_path) == []  # overwrite=true: replaced
+    with pytest.raises(SeqkitError, match="was filled by another run while this one worked"):
+        with staged_dir(str(tmp_path / "bin2")) as third:
+            (tmp_path / "bin2").mkdir()
+            (tmp_path / "bin2" / "x").write_text("other run")
+            Path(third, "x").write_text("third")
+    assert (tmp_path / "bin2" / "x").read_text() == "other run" and staging(tmp_path, "bin2") == []
+    killed = tmp_path / ".bin.tmp-k1ll3d00"
+    killed.mkdir()
+    assert remove_stale_staging(str(dest)) == [str(killed)]  # nobody holds it: an earlier run's
 
 
 # -- training: the log of a resumed run ---------------------------------------------------------------

@@ -10,6 +10,11 @@ import shutil
 import tempfile
 from typing import Iterator, List
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: staging folders are then not marked as in use
+    fcntl = None
+
 from seqkit.core.errors import SeqkitError
 
 # mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual umask-based modes
@@ -73,7 +78,10 @@ def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
     """Yield a temporary folder that becomes ``dest`` only if the block succeeds.
 
     On any error the temporary folder is removed and ``dest`` is left as it was, so a failed run
-    never leaves a half-written output folder.
+    never leaves a half-written output folder. While the block runs the folder holds a lock
+    (:func:`staging_in_use`), so another run writing the same ``dest`` does not take it for a killed
+    run's leftover; if that other run fills ``dest`` first, this one replaces it (``overwrite``) or
+    stops with one line.
     """
     dest = os.path.abspath(dest)
     if os.path.exists(dest) and os.listdir(dest) and not overwrite:
@@ -82,19 +90,43 @@ def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
     os.chmod(tmp, 0o777 & ~_UMASK)
+    lock = os.open(tmp, os.O_RDONLY)
     try:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield tmp
-        if os.path.exists(dest):
+        try:
+            os.replace(tmp, dest)  # dest absent (or an empty folder): one rename
+        except OSError:
+            if not os.path.exists(dest):
+                raise
+            if not overwrite and os.path.isdir(dest) and os.listdir(dest):
+                raise SeqkitError(f"output folder {dest} was filled by another run while this one worked (pass "
+                                  "overwrite=true to replace it)") from None
             old = tmp + ".old"
             os.replace(dest, old)
             os.replace(tmp, dest)
             shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, dest)
         fsync_dir(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(lock)
+
+
+def staging_in_use(path: str) -> bool:
+    """Whether a running :func:`staged_dir` holds the folder ``path`` (a killed run's does not)."""
+    if fcntl is None:
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock taken here
 
 
 def file_sha256(path: str) -> str:

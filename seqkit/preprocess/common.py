@@ -20,6 +20,7 @@ from omegaconf import MISSING
 
 from seqkit.core.config import arg, to_plain
 from seqkit.core.errors import SeqkitError
+from seqkit.core.io import staging_in_use
 from seqkit.core.registry import TOKENIZERS
 from seqkit.data.dictionary import Dictionary
 from seqkit.tokenizers import Tokenizer
@@ -85,8 +86,8 @@ def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:
 
 def remove_stale_staging(dest: str) -> List[str]:
     """Remove the staging folders a killed run writing ``dest`` left beside it (``.{name}.tmp-XXXXXXXX``
-    and its ``.old``, see :func:`seqkit.core.io.staged_dir`); the paths removed. Only one run writes a
-    destdir at a time, so every such folder found before staging is an earlier run's."""
+    and its ``.old``, see :func:`seqkit.core.io.staged_dir`); the paths removed. A folder that a
+    running seqkit-preprocess holds (two runs writing one destdir at once) is left to it."""
     parent, name = os.path.split(os.path.abspath(dest))
     if not os.path.isdir(parent):
         return []
@@ -96,6 +97,9 @@ def remove_stale_staging(dest: str) -> List[str]:
     for entry in sorted(os.listdir(parent)):
         path = os.path.join(parent, entry)
         if stale.fullmatch(entry) and os.path.isdir(path) and not os.path.islink(path):
+            if not entry.endswith(".old") and staging_in_use(path):
+                log.info("left %s: another seqkit-preprocess is writing it", path)
+                continue
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
             log.info("removed %s, the staging folder of an interrupted run", path)
