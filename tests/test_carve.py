@@ -65,7 +65,7 @@ def test_sentence_carve_from_the_command_line(tmp_path):
     assert (dest / "valid.text.txt").read_text().splitlines() == ["dull and slow", "the plot works", "warm and funny"]
 
 
-def test_sentence_carve_refuses_pairs_and_unknown_units(pairs, tmp_path, run_cli):
+def test_sentence_carve_refuses_pairs_unknown_units_and_a_unit_without_a_carve(pairs, tmp_path, run_cli):
     root, _ = pairs
     common = ["task=classification", f"trainpref={root}/train", MRPC_COLUMNS, "label_column=Quality",
               "carve_valid=0.1", *spm()]
@@ -73,4 +73,6 @@ def test_sentence_carve_refuses_pairs_and_unknown_units(pairs, tmp_path, run_cli
     one_line_error(r, "seqkit-preprocess", "carve_unit=sentence", "carve_unit=example")
     r = run_cli(preprocess, [*common, "carve_unit=phrase", f"destdir={tmp_path / 'b'}"])
     one_line_error(r, "seqkit-preprocess", "carve_unit='phrase'", "example, sentence")
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    r = run_cli(preprocess, [*common, "carve_valid=0", "carve_unit=sentence", f"destdir={tmp_path / 'c'}"])
+    one_line_error(r, "seqkit-preprocess", "carve_unit=sentence", "carve_valid=0 holds out nothing")
+    assert not any((tmp_path / d).exists() for d in "abc")

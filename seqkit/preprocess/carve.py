@@ -86,8 +86,17 @@ def carve_sentences(train: LabelledSplit, share: float, seed: int) -> Tuple[Labe
 UNITS = {"example": carve_examples, "sentence": carve_sentences}
 
 
-def carve(train: LabelledSplit, share: float, seed: int, unit: str = "example") -> Tuple[LabelledSplit, LabelledSplit, Dict]:
-    """(rest, held out, summary for preprocess.json) by ``unit`` (see the module's doc)."""
+def check_unit(unit: str, share: float) -> None:
+    """Refuse an unknown unit, and a unit other than the default when nothing is carved (it would
+    be ignored)."""
     if unit not in UNITS:
         raise SeqkitError(f"carve_unit={unit!r}: choose one of {', '.join(UNITS)}")
+    if unit != "example" and share <= 0:
+        raise SeqkitError(f"carve_unit={unit} applies to what carve_valid holds out, and carve_valid=0 holds out "
+                          "nothing: set carve_valid (e.g. 0.1) or leave carve_unit out")
+
+
+def carve(train: LabelledSplit, share: float, seed: int, unit: str = "example") -> Tuple[LabelledSplit, LabelledSplit, Dict]:
+    """(rest, held out, summary for preprocess.json) by ``unit`` (see the module's doc)."""
+    check_unit(unit, share)
     return UNITS[unit](train, share, seed)

@@ -28,7 +28,7 @@ from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import write_dataset
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START, encode_example
 from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
-from seqkit.preprocess.carve import carve
+from seqkit.preprocess.carve import carve, check_unit
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
 
@@ -57,6 +57,7 @@ def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
     if data["train"].labels is None:
         what = f"column {cfg.label_column!r}" if cfg.task == "classification" else "tag column"
         raise SeqkitError(f"{data['train'].path}: the training split has no labels ({what})")
+    check_unit(cfg.carve_unit, cfg.carve_valid)
     if cfg.carve_valid > 0:
         train, valid, summary = carve(data["train"], cfg.carve_valid, cfg.carve_seed, cfg.carve_unit)
         data = {"train": train, "valid": valid, **{k: v for k, v in data.items() if k != "train"}}
