@@ -16,11 +16,12 @@
 # TAG=name names a variant made by key=value settings (folder suffix -name), SEED=N the seed of the
 # head's initialisation, dropout and batch order (common.seed, default 1; folder suffix -sN).
 # Choose on one split, report on another: SST-2 and RTE (GLUE hides its test labels) hold out a
-# seeded 5% of train (CARVE=0.05, carve_seed 1, the same for every row and seed: split `valid`);
-# the epoch is chosen on it and GLUE's dev (split valid1) is scored once, at that checkpoint.
-# CARVE_UNIT=sentence holds out whole SST-2 sentences instead of rows (seqkit/preprocess/carve.py;
-# data folder TASK-carved-sentence-bin, run folder suffix -bysentence). CoNLL-2003 chooses on testa
-# and reports testb.
+# seeded share of train (carve_seed 1, the same for every row and seed: split `valid`); the epoch is
+# chosen on it and GLUE's dev (split valid1) is scored once, at that checkpoint. The share and unit:
+# ../classification/carve.sh (SST-2: 10% of its sentences, whole, in data folder
+# sst2-carved-sentence-bin and run folders suffixed -bysentence; RTE: 5% of the rows); CARVE= and
+# CARVE_UNIT= override them (CARVE=0.05 CARVE_UNIT=example: SST-2's row carve of the 2026-11-27
+# tables). CoNLL-2003 chooses on testa and reports testb.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 usage="usage: finetune.sh WORK_DIR TASK BODY MODE [key=value ...]"
@@ -30,7 +31,12 @@ ck="$work/$body/checkpoints/checkpoint_best.pt"
 [[ -f "$ck" ]] || { echo "finetune.sh: error: $ck not found: run pretrain.sh $work $body first" >&2; exit 1; }
 [[ $mode == icl && $task == conll ]] && { echo "finetune.sh: error: icl classifies sentences and pairs (sst2, rte), not conll" >&2; exit 1; }
 shots="${SHOTS:-8}"
-run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}${EPOCHS:+-e$EPOCHS}${TAG:+-$TAG}${CARVE_UNIT:+-by$CARVE_UNIT}${SEED:+-s$SEED}"
+unit=""   # SST-2 and RTE hold out part of train (../classification/carve.sh); a sentence carve names its folders
+if [[ $task != conll ]]; then
+  . "$here/../classification/carve.sh"; carve_defaults "$task"
+  [[ $CARVE_UNIT != example ]] && unit="$CARVE_UNIT"
+fi
+run="$work/runs/$task/$body-$mode${RATE:+-lr$RATE}${EPOCHS:+-e$EPOCHS}${TAG:+-$TAG}${unit:+-by$unit}${SEED:+-s$SEED}"
 cal="${CALIBRATE:+-cal}"
 [[ $mode == icl ]] && run="$work/runs/$task/$body-icl-k$shots$cal${SEED:+-s$SEED}"
 mkdir -p "$run"
@@ -47,8 +53,8 @@ esac
 epochs="${EPOCHS:-$epochs}"
 carve=(); report=test   # CoNLL: choose on testa (valid), report testb (test)
 if [[ $task != conll ]]; then
-  data="$work/$body/$task-carved${CARVE_UNIT:+-$CARVE_UNIT}-bin"; report=valid1
-  carve=(carve_valid="${CARVE:-0.05}" carve_seed=1 carve_unit="${CARVE_UNIT:-example}")
+  data="$work/$body/$task-carved${unit:+-$unit}-bin"; report=valid1
+  carve=(carve_valid="$CARVE" carve_seed=1 carve_unit="$CARVE_UNIT")
 fi
 [[ -f "$data/preprocess.json" ]] || bash "$prepare" "$data" vocab_from="$ck" "${carve[@]}"
 
@@ -124,4 +130,4 @@ seqkit-generate path="$run/checkpoints/checkpoint_best.pt" task.data="$data" gen
   > "$run/gen-$report.txt"
 seqkit-score hyp="$run/gen-$report.txt" | tee "$run/score.txt"
 python "$here/row.py" "$run" "$task" "$body" "$mode${EPOCHS:+, $EPOCHS epochs}${TAG:+, $TAG}" "$(( $(date +%s) - start ))" \
-  "${RATE:-${LR[$mode]}}" --seed "${SEED:-1}" | tee "$run/row.json"
+  "${RATE:-${LR[$mode]}}" --seed "${SEED:-1}" --data "$data" | tee "$run/row.json"

@@ -4,7 +4,8 @@ holds: what serving needs next to the base) and the wall time. With --base CK (i
 classification: nothing trained, nothing saved) the row counts CK's parameters, none of them trained.
 The row also names the split the epoch was chosen on, the chosen epoch and its score there (the
 validation lines of train.log), the seed and the device it trained on (cpu or cuda).
-Usage: python row.py RUN_DIR TASK BODY MODE SECONDS [LEARNING_RATE | --base CK] [--seed N]"""
+Usage: python row.py RUN_DIR TASK BODY MODE SECONDS [LEARNING_RATE | --base CK] [--seed N] [--data DIR]
+(--data: the run's data folder, whose preprocess.json says how its `valid` was carved)."""
 
 import argparse
 import json
@@ -21,6 +22,7 @@ for name in ("run", "task", "body", "mode", "seconds"):
 ap.add_argument("rate", nargs="?", type=float)
 ap.add_argument("--base")
 ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--data")
 args = ap.parse_args()
 run, task, body, mode, seconds, base, rate = (args.run, args.task, args.body, args.mode, args.seconds, args.base,
                                               args.rate)
@@ -28,6 +30,19 @@ score = open(os.path.join(run, "score.txt"), encoding="utf-8").read()
 metric = "f1" if task == "conll" else "accuracy"
 found = re.search(r"^accuracy = ([\d.]+)", score, re.M) if metric == "accuracy" else re.search(
     r"^entity_f1 = ([\d.]+)", score, re.M)
+
+
+def chosen_on(data):
+    """The carved split a GLUE row chose on, as the data folder's preprocess.json records it."""
+    carved = json.load(open(os.path.join(data, "preprocess.json"), encoding="utf-8")).get("carved") if data else None
+    if not carved:
+        return "valid"
+    share = f"{100 * carved['share']:g}%"
+    if carved.get("unit") == "sentence":
+        return f"valid ({share} of train's sentences, whole: carve_unit=sentence)"
+    return f"valid ({share} of train's rows)"
+
+
 chosen = {}
 if base:  # nothing trained: the base's parameters, no file of the row's own
     state = torch.load(base, map_location="cpu", weights_only=False)
@@ -44,7 +59,7 @@ else:
     by_epoch = [(int(e), float(v)) for e, v in re.findall(rf"\[valid\] epoch (\d+) \|.*?\| {metric} ([\d.]+)", log)]
     if by_epoch:
         epoch, value = max(by_epoch, key=lambda ev: (ev[1], -ev[0]))
-        chosen = {"chosen_on": "testa" if task == "conll" else "valid (5% carved from train)",
+        chosen = {"chosen_on": "testa" if task == "conll" else chosen_on(args.data),
                   "chosen_epoch": epoch, "chosen_score": value, "valid_by_epoch": [v for _, v in by_epoch]}
     # what serving needs: the model tensors the checkpoint holds (the file also holds the optimizer's state)
     best = os.path.join(run, "checkpoints", "checkpoint_best.pt")

@@ -5,7 +5,9 @@
 #   bash examples/distillation/sst2/run.sh [WORK_DIR] [STAGE ...]
 # STAGE: teacher, dan, dan-kd, cnn, cnn-kd (default: all, in this order); a stage whose score exists
 # is skipped. Each writes WORK_DIR/NAME/score_dev.txt (dev accuracy at the checkpoint chosen on a
-# seeded 5% held out from train; CARVE=0: chosen on dev) as the classification recipes do.
+# split held out from train: ../../classification/carve.sh, 10% of the sentences; CARVE=0.05
+# CARVE_UNIT=example: the row carve of the 2026-11-27 tables; CARVE=0: chosen on dev) as the
+# classification recipes do.
 # SEED=N trains the students (not the teacher) with common.seed=N, in folders NAME-sN. UPDATES=1
 # trains each model for the update count its time budget gave on 2026-11-26 (teacher 9,378, DAN
 # 23,045, CNN 21,725; a distilled student as many as its baseline) instead of the time budget: the
@@ -21,7 +23,8 @@ shift $(( $# > 0 ? 1 : 0 ))
 stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && stages=(teacher dan dan-kd cnn cnn-kd)
 mkdir -p "$work"
-[[ -f "$work/data-bin/preprocess.json" ]] || bash "$cls/prepare.sh" "$work/data-bin" carve_valid="${CARVE:-0.05}"
+. "$cls/../carve.sh"; carve_defaults sst2
+[[ -f "$work/data-bin/preprocess.json" ]] || bash "$cls/prepare.sh" "$work/data-bin" carve_valid="$CARVE" carve_unit="$CARVE_UNIT"
 teacher="$work/teacher/checkpoints/checkpoint_best.pt"
 # soft targets at T = 2 weigh as much as the gold labels (Hinton et al.: a higher T shows the
 # teacher's "dark knowledge"; T^2 keeps the two terms' gradients at one scale)
