@@ -45,6 +45,7 @@ def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
     """({split: examples}, what carve_valid did: {} when nothing was carved)."""
     if not cfg.trainpref:
         raise SeqkitError("trainpref is required (a TSV file, or a CoNLL file for task=tagging)")
+    check_unit(cfg.carve_unit, cfg.carve_valid)  # a setting that would be ignored fails before any file is read
     columns = as_list(cfg.text_columns)
     if cfg.task == "classification" and not 1 <= len(columns) <= 2:
         raise SeqkitError(f"text_columns names {len(columns)} columns; classification takes 1 (a sentence) or 2 (a pair)")
@@ -57,7 +58,6 @@ def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
     if data["train"].labels is None:
         what = f"column {cfg.label_column!r}" if cfg.task == "classification" else "tag column"
         raise SeqkitError(f"{data['train'].path}: the training split has no labels ({what})")
-    check_unit(cfg.carve_unit, cfg.carve_valid)
     if cfg.carve_valid > 0:
         train, valid, summary = carve(data["train"], cfg.carve_valid, cfg.carve_seed, cfg.carve_unit)
         data = {"train": train, "valid": valid, **{k: v for k, v in data.items() if k != "train"}}
