@@ -1,9 +1,10 @@
 """Training and generation speed on one GPU (Tatoeba de-en) as one JSON object: seqkit-train as a user
 runs it beside a bare training loop, and seqkit's beam search beside HuggingFace transformers'.
 
-    python benchmarks/gpu.py --out benchmarks/results/DATE_h100.json       # one H100: sized for about 6 minutes
+    python benchmarks/gpu.py --out benchmarks/results/DATE_h100.json       # one H100: ~6 minutes with --variants default
     python benchmarks/gpu.py --workdir /tmp/gpu-bench            # keep (and reuse) the preprocessed corpus
     python benchmarks/gpu.py --precisions bf16 --models transformer_base     # a part of the grid
+    python benchmarks/gpu.py --precisions bf16 --variants fp32_weights,default,pack,compile,all --parts train
     python benchmarks/gpu.py --dry-run                           # every step on the CPU: toy corpus, tiny model
 
 Each measured program is a child process of its own, started as a user's would be: seqkit-train per
@@ -11,7 +12,9 @@ configuration while ``nvidia-smi`` samples the GPU; the bare loop and the matmul
 bare``); each translation engine (``--child seqkit``, ``--child transformers``; these children are
 in ``gpu_children.py``) on a checkpoint trained here and exported with ``seqkit-export format=huggingface``. Tokens/s count real target
 tokens; MFU, the Transformer's matmul FLOPs of forward and backward over real tokens
-(``translation.train_flops``). A part that does not run says why (``skipped``, or ``error``).
+(``translation.train_flops``). Every argument is checked before anything runs (a bad one is one line
+on stderr); a part that does not run says why in one line (``skipped``, and ``error`` where its
+figures would be).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import importlib.util
+import difflib
 import json
+import math
 import os
 import random
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -44,6 +49,24 @@ TEST_PAIRS = 1000  # Tatoeba's seeded test split
 # name contained in the device's name wins ("NVIDIA H100 80GB HBM3" is the SXM part)
 BF16_SPEC_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
                     ("H200", 989.0), ("A100", 312.0), ("L40S", 362.0), ("L40", 181.0), ("L4", 121.0))
+PRECISIONS = ("fp32", "bf16", "fp16")
+PARTS = ("train", "generation")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """seqkit-train overrides on top of the grid's settings, and the precision they need (None: any)."""
+
+    overrides: Tuple[str, ...] = ()
+    precision: Optional[str] = None
+
+
+# common.param_dtype=auto (the default) already holds bf16/fp16 weights on a GPU where it can:
+# fp32_weights is the path before it (fp32 weights, autocast)
+PACK, COMPILE, BF16_WEIGHTS = "dataset.pack=true", "common.compile=true", "common.param_dtype=bf16"
+VARIANTS = {"default": Variant(), "pack": Variant((PACK,)), "compile": Variant((COMPILE,)),
+            "bf16_weights": Variant((BF16_WEIGHTS,), "bf16"), "fp32_weights": Variant(("common.param_dtype=fp32",)),
+            "all": Variant((PACK, COMPILE, BF16_WEIGHTS), "bf16")}
 
 
 @dataclasses.dataclass
@@ -53,6 +76,8 @@ class Plan:
     precisions: List[str] = dataclasses.field(default_factory=lambda: ["bf16", "fp16"])
     max_tokens: List[int] = dataclasses.field(default_factory=lambda: [16384, 65536])
     models: List[str] = dataclasses.field(default_factory=lambda: ["transformer_base", "transformer_big"])
+    variants: List[str] = dataclasses.field(default_factory=lambda: ["default", "all"])  # names in VARIANTS
+    extra: List[str] = dataclasses.field(default_factory=list)  # overrides of every seqkit-train run
     train_seconds: float = 8.0  # seqkit-train's training time per configuration (0: max_update alone)
     max_update: int = 2000  # and its update limit
     log_tokens: int = 163840  # budget tokens between log records: common.log_interval = log_tokens / max_tokens
@@ -73,25 +98,30 @@ def dry_plan() -> Plan:
     """Every step at toy size on the CPU. fp32 training: bf16 is ~8x slower there at these sizes (oneDNN
     builds its kernels for each new batch shape), and the path through seqkit-train is the same."""
     return dataclasses.replace(Plan(), precisions=["fp32", "fp16"], max_tokens=[1024, 2048], models=["transformer_tiny"],
-                               train_seconds=0.0, max_update=6, log_tokens=2048, bare_warmup=1, bare_updates=4,
+                               variants=["default", "pack"], train_seconds=0.0, max_update=6, log_tokens=2048,
+                               bare_warmup=1, bare_updates=4,
                                checkpoint_precision="fp32", checkpoint_model="transformer_tiny", checkpoint_seconds=0.0,
                                checkpoint_updates=10, checkpoint_max_tokens=2048, gen_sentences=32, max_len=20,
                                vocab_size=300, matmul_n=1024)
 
 
-def tail(text: str, n: int = 1500) -> str:
-    return text[-n:].strip()
-
-
-def run_process(cmd: List[str], work: str, what: str, timeout: float = 900) -> Tuple[Any, float]:
-    """Run ``cmd`` in ``work``: (the finished process, or a line saying how it failed; wall seconds)."""
+def run_process(cmd: List[str], work: str, what: str, timeout: float = 900, log: bool = True) -> Tuple[Any, float]:
+    """Run ``cmd`` in ``work``: (the finished process, or one line saying how it failed; wall seconds).
+    With ``log``, a failed process' whole stderr goes on ``work/errors.log`` (kept with --workdir)."""
     t0 = time.perf_counter()
     try:
         done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return f"{what} ran past {timeout:.0f} s", time.perf_counter() - t0
     wall = time.perf_counter() - t0
-    return (done if done.returncode == 0 else f"{what} exited {done.returncode}: {tail(done.stderr)}"), wall
+    if done.returncode == 0:
+        return done, wall
+    if log:
+        with open(os.path.join(work, "errors.log"), "a", encoding="utf-8") as f:
+            f.write(f"$ {shlex.join(cmd)}\n{done.stderr}\n")
+    # the last line: seqkit's one-line error as it is, or a traceback's exception
+    line = ([x.strip() for x in done.stderr.splitlines() if x.strip()] or ["(nothing on stderr)"])[-1][:1000]
+    return (line if line.startswith(f"{what}:") else f"{what} exited {done.returncode}: {line}"), wall
 
 
 # -- the machine -------------------------------------------------------------------------------------
@@ -189,7 +219,7 @@ def tatoeba_folder(arg: Optional[str]) -> str:
     if arg:
         return arg
     done, _ = run_process([sys.executable, os.path.join(REPO, "examples", "corpus.py"), "tatoeba_deu_eng"], REPO,
-                          "examples/corpus.py")
+                          "examples/corpus.py", log=False)
     if isinstance(done, str):
         sys.exit(f"benchmarks/gpu.py: {done} (or pass --data FOLDER holding deu.txt)")
     return done.stdout.strip()
@@ -248,7 +278,10 @@ def train_command(bin_dir: str, save_dir: str, precision: str, max_tokens: int, 
 
 
 def train_records(save_dir: str) -> List[Dict[str, Any]]:
-    with open(os.path.join(save_dir, "train_log.jsonl"), encoding="utf-8") as f:
+    path = os.path.join(save_dir, "train_log.jsonl")
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
         return [r for r in (json.loads(line) for line in f if line.strip()) if r.get("tag") == "train"]
 
 
@@ -258,15 +291,21 @@ def run_train(cmd: List[str], work: str, save_dir: str, timeout: float) -> Tuple
     return run_process(cmd, work, "seqkit-train", timeout)
 
 
+def run_name(run: Dict[str, Any]) -> str:
+    return f"{run['precision']}_{run['max_tokens']}_{run['model']}_{run['variant']}"
+
+
 def train_figures(plan: Plan, bin_dir: str, work: str, run: Dict[str, Any], device: str, flops: float,
                   peaks: Dict[str, Optional[float]]) -> Dict[str, Any]:
-    """One configuration through seqkit-train: tokens/s (median of the log intervals after the first),
-    MFU, GPU busy share and peak memory while it trained, distinct batch shapes and padding."""
-    name = f"{run['precision']}_{run['max_tokens']}_{run['model']}"
+    """One configuration through seqkit-train (the variant's overrides, then ``--extra``): tokens/s
+    (median of the log intervals after the first), MFU, GPU busy share and peak memory while it
+    trained, distinct batch shapes, padding and the data wait where the log has them."""
+    name = run_name(run)
     save_dir = os.path.join(work, "runs", name)
     interval = max(1, plan.log_tokens // run["max_tokens"])
     cmd = train_command(bin_dir, save_dir, run["precision"], run["max_tokens"], run["model"], device, plan.train_seconds,
-                        plan.max_update, "checkpoint.no_save=true", f"common.log_interval={interval}")
+                        plan.max_update, "checkpoint.no_save=true", f"common.log_interval={interval}",
+                        *VARIANTS[run["variant"]].overrides, *plan.extra)
     sampler = GpuSampler(os.path.join(work, f"nvidia-smi_{name}.csv")) if device == "cuda" else None
     done, wall = run_train(cmd, work, save_dir, timeout=4 * plan.train_seconds + 300)
     samples = sampler.stop() if sampler is not None else []
@@ -275,8 +314,10 @@ def train_figures(plan: Plan, bin_dir: str, work: str, run: Dict[str, Any], devi
     records = train_records(save_dir)
     if len(records) < 2:
         return {"error": f"{len(records)} train log records: too few to leave the first out (raise --train-seconds)"}
-    intervals = [r["tokens_per_s"] for r in records[1:]]  # the first interval holds the warm-up
+    later = records[1:]  # the first interval holds the warm-up
+    intervals = [r["tokens_per_s"] for r in later]
     rate = statistics.median(intervals)
+    waits = [r["data_wait"] for r in later if isinstance(r.get("data_wait"), (int, float))]
     busy, count = busy_share(samples, records[0]["time"], records[-1]["time"])
     last = records[-1]
     params = re.search(r"([\d,]+) parameters", done.stderr)
@@ -285,7 +326,8 @@ def train_figures(plan: Plan, bin_dir: str, work: str, run: Dict[str, Any], devi
             "updates": last["update"], "loss": last.get("loss"), "wall_s": round(wall, 1), "gpu_busy": busy,
             "gpu_samples": count,
             "peak_gpu_memory_mib": max((mem for _, _, mem in samples), default=None),
-            "distinct_shapes": last.get("distinct_shapes"), "padding": last.get("padding")}
+            "distinct_shapes": last.get("distinct_shapes"), "padding": last.get("padding"),
+            "data_wait": statistics.median(waits) if waits else None}
 
 
 def mfus(flops_per_s: float, peaks: Dict[str, Optional[float]], precision: str) -> Dict[str, Optional[float]]:
@@ -300,7 +342,12 @@ def run_child(mode: str, spec: Dict[str, Any], work: str) -> Dict[str, Any]:
     """This script's ``--child mode`` in a fresh process: its JSON, or ``{"error": ...}``."""
     done, _ = run_process([sys.executable, os.path.abspath(__file__), "--child", mode, json.dumps(spec)], work,
                           f"--child {mode}")
-    return {"error": done} if isinstance(done, str) else json.loads(done.stdout.strip().splitlines()[-1])
+    if isinstance(done, str):
+        return {"error": done}
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {"error": f"--child {mode} printed no JSON line"}
 
 
 def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[str, str]) -> Dict[str, Any]:
@@ -310,9 +357,10 @@ def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[s
     cmd = train_command(bin_dir, save_dir, plan.checkpoint_precision, plan.checkpoint_max_tokens, plan.checkpoint_model,
                         device, plan.checkpoint_seconds, plan.checkpoint_updates, "checkpoint.no_epoch_checkpoints=true",
                         "lr_scheduler.warmup_updates=1000",
-                        f"common.log_interval={max(1, 10 * plan.log_tokens // plan.checkpoint_max_tokens)}")
+                        f"common.log_interval={max(1, 10 * plan.log_tokens // plan.checkpoint_max_tokens)}", *plan.extra)
     done, wall = run_train(cmd, work, save_dir, timeout=3 * plan.checkpoint_seconds + 300)
     if isinstance(done, str):
+        skipped["generation"] = done
         return {"error": done}
     last = (train_records(save_dir) or [{}])[-1]
     out: Dict[str, Any] = {"checkpoint": {"model": plan.checkpoint_model, "precision": plan.checkpoint_precision,
@@ -329,13 +377,12 @@ def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[s
             "warmup": min(64, plan.gen_sentences // 4)}  # sentences translated untimed first
     out.update(sentences=len(read_source(source, plan.gen_sentences)), beam=5, batch=64, max_len=plan.max_len)
     engines = {"seqkit": run_child("seqkit", spec, work)}
-    if isinstance(exported, str):
-        engines["transformers"] = {"error": exported}
-    elif importlib.util.find_spec("transformers") is None:
-        skipped["transformers"] = "transformers is not installed (pip install 'seqkit[hf]')"
-    else:
-        engines["transformers"] = run_child("transformers", spec, work)
-    ours, theirs = engines["seqkit"], engines.get("transformers", {})
+    engines["transformers"] = {"error": exported} if isinstance(exported, str) else run_child("transformers", spec, work)
+    for name, figures in engines.items():  # the child says when transformers does not import
+        if "skipped" in figures or "error" in figures:
+            why = figures.pop("skipped", None) or figures["error"]
+            skipped[name if name == "transformers" else "seqkit_generation"] = why
+    ours, theirs = engines["seqkit"], engines["transformers"]
     for name, figures in (("seqkit", ours), ("transformers", theirs)):
         out[f"{name}_sent_per_s"] = {p: figures[p]["sent_per_s"] if p in figures else None for p in spec["precisions"]}
         if "error" in figures:
@@ -354,74 +401,204 @@ def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[s
 # -- the whole run -----------------------------------------------------------------------------------
 def grid(plan: Plan, bin_dir: str, work: str, device: str, bare_all: bool, result: Dict[str, Any],
          skipped: Dict[str, str]) -> List[Dict[str, Any]]:
-    """The bare-loop process (matmul peaks into ``result``), then seqkit-train for every configuration."""
+    """The bare-loop process (matmul peaks into ``result``), then seqkit-train for every configuration
+    and variant (the variants of a configuration one after another, so an A/B pair runs close in time)."""
     per_token = result["data"].pop("flops_per_target_token")
-    runs = [{"precision": p, "max_tokens": t, "model": m} for p in plan.precisions for t in plan.max_tokens
-            for m in plan.models]
+    configs = [{"precision": p, "max_tokens": t, "model": m} for p in plan.precisions for t in plan.max_tokens
+               for m in plan.models]
     if device == "cpu" and "fp16" in plan.precisions:
         skipped["fp16"] = "fp16 (autocast with loss scaling) is a GPU setting: not run on the CPU"
-    todo = [r for r in runs if not (device == "cpu" and r["precision"] == "fp16")]
+    for name in plan.variants:
+        needs = VARIANTS[name].precision
+        if needs and any(p != needs for p in plan.precisions):
+            skipped[f"variant {name}"] = f"{' '.join(VARIANTS[name].overrides)} goes with precision {needs} only"
+    todo = [c for c in configs if not (device == "cpu" and c["precision"] == "fp16")]
     first = f"{plan.precisions[0]} x {plan.models[0]}"
-    beside = [r for r in todo if bare_all or f"{r['precision']} x {r['model']}" == first]
+    beside = [c for c in todo if bare_all or f"{c['precision']} x {c['model']}" == first]
     bare = run_child("bare", {"data": bin_dir, "device": device, "runs": beside, "warmup": plan.bare_warmup,
                               "updates": plan.bare_updates, "matmul_n": plan.matmul_n}, work)
+    if "error" in bare:
+        skipped["bare"] = bare["error"]
     result["matmul_peak_n"] = plan.matmul_n
     peaks = {"spec": result["bf16_spec_tflops"] and result["bf16_spec_tflops"] * 1e12}
     for p in ("bf16", "fp32"):
         result[f"matmul_peak_tflops_{p}"] = bare.get(f"matmul_peak_tflops_{p}")
         peaks[p] = bare[f"matmul_peak_tflops_{p}"] * 1e12 if f"matmul_peak_tflops_{p}" in bare else None
-    bare_runs = dict(zip((json.dumps(r) for r in beside), bare.get("runs", [])))
+    bare_runs = dict(zip((json.dumps(c) for c in beside), bare.get("runs", [])))
     rows = []
-    for run in runs:
-        row: Dict[str, Any] = {**run, "flops_per_target_token": significant(per_token[run["model"]], 4)}
-        rows.append(row)
-        if run not in todo:
-            row["skipped"] = skipped["fp16"]
-            continue
-        row["train"] = train_figures(plan, bin_dir, work, run, device, per_token[run["model"]], peaks)
-        figures = bare_runs.get(json.dumps(run))
-        if figures is None:
-            row["bare"] = {"skipped": bare.get("error") or f"run beside {first} only (--bare-all: beside every one)"}
-            continue
-        flops_s = figures.pop("model_flops_per_s")
-        row["bare"] = {**figures, **mfus(flops_s, peaks, run["precision"])}
-        if "tokens_per_s" in row["train"]:
-            row["train_over_bare"] = round(row["train"]["tokens_per_s"] / figures["tokens_per_s"], 3)
+    for config in configs:
+        for variant in plan.variants:
+            run = {**config, "variant": variant}
+            row: Dict[str, Any] = {**run, "flops_per_target_token": significant(per_token[run["model"]], 4)}
+            rows.append(row)
+            needs = VARIANTS[variant].precision
+            if config not in todo or (needs and needs != config["precision"]):
+                row["skipped"] = skipped["fp16"] if config not in todo else skipped[f"variant {variant}"]
+                continue
+            row["train"] = train_figures(plan, bin_dir, work, run, device, per_token[run["model"]], peaks)
+            if "error" in row["train"]:
+                skipped[f"train {run_name(run)}"] = row["train"]["error"]
+            figures = dict(bare_runs.get(json.dumps(config)) or {})
+            if not figures:
+                row["bare"] = {"skipped": bare.get("error") or f"run beside {first} only (--bare-all: beside every one)"}
+                continue
+            flops_s = figures.pop("model_flops_per_s")
+            row["bare"] = {**figures, **mfus(flops_s, peaks, run["precision"])}
+            if "tokens_per_s" in row["train"]:
+                row["train_over_bare"] = round(row["train"]["tokens_per_s"] / figures["tokens_per_s"], 3)
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dry-run", action="store_true", help="every step on the CPU: toy corpus, transformer_tiny")
-    ap.add_argument("--out", help="also write the JSON object to this file")
-    ap.add_argument("--workdir", help="work folder (default: a temporary one); its preprocessed corpus is reused")
-    ap.add_argument("--data", help="folder holding Tatoeba's deu.txt (default: examples/corpus.py finds it)")
-    ap.add_argument("--precisions", help="comma list of the grid's precisions (bf16,fp16)")
-    ap.add_argument("--max-tokens", help="comma list of dataset.max_tokens (16384,65536)")
-    ap.add_argument("--models", help="comma list of models or presets (transformer_base,transformer_big)")
-    ap.add_argument("--train-seconds", type=float, help="seqkit-train's training time per configuration (8)")
-    ap.add_argument("--checkpoint-seconds", type=float, help="training time of the generation checkpoint (90)")
-    ap.add_argument("--gen-sentences", type=int, help="test sentences to translate (1000)")
-    ap.add_argument("--bare-all", action="store_true",
-                    help="the bare loop beside every configuration (default: first precision x first model)")
-    ap.add_argument("--child", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
+# -- the arguments: every one checked before anything runs ------------------------------------------
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line: no usage block, no traceback
+        self.exit(2, f"benchmarks/gpu.py: {message}\n")
+
+
+def positive(kind: type, what: str) -> Any:
+    """An argparse type: a positive ``kind`` (int, float), ``what`` naming it in the error."""
+    def parse(text: str) -> Any:
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not (math.isfinite(x) and x > 0):
+            raise argparse.ArgumentTypeError(f"{text} is not positive")
+        return x
+    return parse
+
+
+def one_of(choices: Any, kind: str) -> Any:
+    def check(text: str) -> str:
+        if text not in choices:
+            near = difflib.get_close_matches(text, list(choices), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise argparse.ArgumentTypeError(f"unknown {kind} {text!r}{hint}; valid: {', '.join(choices)}")
+        return text
+    return check
+
+
+def comma_list(item: Any) -> Any:
+    def parse(text: str) -> List[Any]:
+        values = [item(v.strip()) for v in text.split(",")]
+        if len(set(values)) < len(values):
+            raise argparse.ArgumentTypeError(f"{text!r} names one value twice")
+        return values
+    return parse
+
+
+def tatoeba_data(text: str) -> str:
+    if not os.path.isfile(os.path.join(text, "deu.txt")):
+        why = "no such folder" if not os.path.isdir(text) else "holds no deu.txt (Tatoeba's English<TAB>German pairs)"
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
+    return text
+
+
+def out_file(text: str) -> str:
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{folder}: no such folder")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder")
+    return text
+
+
+def seqkit_refuses(models: List[str], extra: List[str]) -> Optional[str]:
+    """Why seqkit refuses ``--models`` (each must be a registered model or preset with the encoder-decoder
+    Transformer's config, which the FLOP count reads) or ``--extra`` (seqkit-train's own check, in this
+    process, on top of the grid's settings; a key the grid sets has its own option), or None."""
+    import seqkit
+    from seqkit.cli.common import ConfigBuilder, parse_argv
+    from seqkit.core.errors import SeqkitError
+    from seqkit.core.registry import MODELS
+    from seqkit.models.transformer import TransformerConfig
+    from seqkit.training.config import TrainConfig
+
+    seqkit.import_builtin_components()
+    choices = MODELS.choices()
+    usable = [name for name, cfg in choices.items() if isinstance(cfg, TransformerConfig)]
+    for name in models:
+        if name not in usable:
+            near = difflib.get_close_matches(name, usable, n=1) if name not in choices else []
+            why = "is not an encoder-decoder Transformer" if name in choices else "is not a seqkit model"
+            return f"--models: {name!r} {why}{f' (did you mean {near[0]}?)' if near else ''}; valid: {', '.join(usable)}"
+    base = train_command("data", "save", "fp32", 1024, "transformer_tiny", "cpu", 1.0, 1, "checkpoint.no_save=true",
+                         "common.log_interval=1")[3:]
+    ours = {o.split("=", 1)[0] for o in base}
+    for o in extra:
+        if "=" not in o or o.startswith("="):
+            return f"--extra: {o!r} is not key=value"
+        if o.split("=", 1)[0] in ours:
+            return f"--extra: {o.split('=', 1)[0]} is set by the benchmark itself (it sets {', '.join(sorted(ours))})"
+    try:
+        if extra:
+            parse_argv(ConfigBuilder("train", TrainConfig), [*base, *extra], "seqkit-train")
+    except SeqkitError as e:
+        return f"--extra: seqkit-train: {e}"
+    return None
+
+
+def parse_args() -> argparse.Namespace:
+    ap = Parser(prog="benchmarks/gpu.py", description=__doc__.splitlines()[0])
+    count, secs = positive(int, "a whole number"), positive(float, "a number of seconds")
+    variants = "; ".join(f"{n}: {' '.join(v.overrides) or 'no override'}{' (bf16 only)' if v.precision else ''}"
+                         for n, v in VARIANTS.items())
+    add = ap.add_argument
+    add("--dry-run", action="store_true", help="every step on the CPU: toy corpus, transformer_tiny")
+    add("--out", type=out_file, help="also write the JSON object to this file (its folder must exist)")
+    add("--workdir", help="work folder (default: a temporary one); its preprocessed corpus is reused")
+    add("--data", type=tatoeba_data, help="folder holding Tatoeba's deu.txt (default: examples/corpus.py finds it)")
+    add("--precisions", type=comma_list(one_of(PRECISIONS, "precision")), help="comma list of fp32, bf16, fp16 "
+        "(bf16,fp16)")
+    add("--max-tokens", type=comma_list(count), help="comma list of dataset.max_tokens (16384,65536)")
+    add("--models", type=comma_list(str), help="comma list of models or presets (transformer_base,transformer_big)")
+    add("--variants", type=comma_list(one_of(VARIANTS, "variant")),
+        help=f"comma list of seqkit-train variants run for each configuration (default,all). {variants}")
+    add("--extra", type=shlex.split, default=[], help='seqkit-train overrides of every training run: "k=v k=v"')
+    add("--parts", type=comma_list(one_of(PARTS, "part")), default=list(PARTS),
+        help="comma list of what to measure: train (the grid and the bare loop), generation")
+    add("--train-seconds", type=secs, help="seqkit-train's training time per configuration (8)")
+    add("--checkpoint-seconds", type=secs, help="training time of the generation checkpoint (90)")
+    add("--gen-sentences", type=count, help="test sentences to translate (1000)")
+    add("--bare-all", action="store_true",
+        help="the bare loop beside every configuration (default: first precision x first model)")
+    add("--child", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        return args
+    if args.data and args.dry_run:
+        ap.error("argument --data: not used by --dry-run (it trains on the toy corpus)")
+    if args.workdir and os.path.exists(args.workdir) and not os.path.isdir(args.workdir):
+        ap.error(f"argument --workdir: {args.workdir} is a file, not a folder")
+    precisions = args.precisions or (dry_plan() if args.dry_run else Plan()).precisions
+    for name in args.variants or []:
+        needs = VARIANTS[name].precision
+        if needs and needs not in precisions:
+            ap.error(f"argument --variants: {name} goes with precision {needs}, which the grid lacks (--precisions)")
+    why = seqkit_refuses(args.models or [], args.extra) if args.models or args.extra else None
+    if why:
+        ap.error(f"argument {why}")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     if args.child:
         print(json.dumps(CHILDREN[args.child[0]](json.loads(args.child[1]))))
         return
     started = time.perf_counter()
     plan = dry_plan() if args.dry_run else Plan()
-    for name, kind in (("precisions", str), ("max_tokens", int), ("models", str)):
+    for name in ("precisions", "max_tokens", "models", "variants", "extra", "train_seconds", "checkpoint_seconds",
+                 "gen_sentences"):
         if getattr(args, name):
-            setattr(plan, name, [kind(v) for v in getattr(args, name).split(",")])
-    for name in ("train_seconds", "checkpoint_seconds", "gen_sentences"):
-        if getattr(args, name) is not None:
             setattr(plan, name, getattr(args, name))
     device = "cpu" if args.dry_run else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("benchmarks/gpu.py: no CUDA device (--dry-run runs every step on the CPU)")
     skipped: Dict[str, str] = {}
-    result: Dict[str, Any] = {"dry_run": args.dry_run, "device": device, **environment(device)}
+    result: Dict[str, Any] = {"dry_run": args.dry_run, "device": device, **environment(device),
+                              "parts": args.parts, "variants": {v: list(VARIANTS[v].overrides) for v in plan.variants},
+                              "extra": plan.extra}
     if result["gpu_name"] is None:
         skipped["gpu_sampling"] = "no GPU / no nvidia-smi: gpu_busy and peak_gpu_memory_mib are null"
     if result["bf16_spec_tflops"] is None:
@@ -432,8 +609,10 @@ def main() -> None:
     bin_dir = os.path.join(work, "bin")
     try:
         result["data"] = {**prepare_data(args, plan, work), **flops_per_token(bin_dir, plan.models)}
-        result["configs"] = grid(plan, bin_dir, work, device, args.bare_all, result, skipped)
-        result["generation"] = generation(plan, bin_dir, work, device, skipped)
+        if "train" in args.parts:
+            result["configs"] = grid(plan, bin_dir, work, device, args.bare_all, result, skipped)
+        if "generation" in args.parts:
+            result["generation"] = generation(plan, bin_dir, work, device, skipped)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

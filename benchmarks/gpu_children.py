@@ -167,9 +167,15 @@ def seqkit_child(spec: Dict[str, Any]) -> Dict[str, Any]:
 
 def transformers_child(spec: Dict[str, Any]) -> Dict[str, Any]:
     """transformers' ``generate`` on the FSMT export, as its users drive it: AutoTokenizer, the model
-    cast to the precision, batches of the same size in the same longest-first order as seqkit's."""
-    import transformers
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    cast to the precision, batches of the same size in the same longest-first order as seqkit's.
+    ``{"skipped": why}`` when transformers does not import (the ``hf`` extra not installed)."""
+    try:
+        import transformers
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    except ImportError as e:
+        if isinstance(e, ModuleNotFoundError) and e.name == "transformers":
+            return {"skipped": "transformers is not installed (pip install 'seqkit[hf]')"}
+        return {"skipped": f"transformers does not import ({str(e).splitlines()[0] if str(e) else type(e).__name__})"}
 
     from seqkit.core.checkpoints import load_for_inference
 

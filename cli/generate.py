@@ -15,6 +15,7 @@ import time
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
+from seqkit.core.config import check_compile, check_param_dtype
 from seqkit.core.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase
 from seqkit.generation.config import GenerateConfig, check_quantize
@@ -325,6 +326,8 @@ def generate(argv: Optional[List[str]] = None) -> None:
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("generate", GenerateConfig), argv, PROG))
     setup_logging()
     log = logging.getLogger("seqkit.generate")
+    check_compile(cfg.common, PROG)
+    check_param_dtype(cfg.common, PROG)
     if not cfg.path:
         raise SeqkitError("path=CHECKPOINT is required")
     if cfg.input and cfg.input != "-":

@@ -58,6 +58,19 @@ def test_two_ranks_equal_one_rank_with_update_freq_2(runs):
         torch.testing.assert_close(a["model"][k], b["model"][k], atol=1e-6, rtol=1e-5, msg=k)
 
 
+def without_key_bias(name, value):
+    """A parameter without its attention key bias: softmax ignores it, so its gradient is zero up to
+    rounding and Adam turns that rounding into steps of the learning rate's size. FSDP's sharded
+    output weights take the logits loss path where one process takes the fused one (equal to fp32
+    rounding): their key biases differ by such steps, everything else as the paths do."""
+    if name.endswith("qkv_proj.bias"):
+        c = value.numel() // 3
+        return torch.cat([value[:c], value[2 * c:]])
+    if name.endswith("kv_proj.bias"):
+        return value[value.numel() // 2:]
+    return value
+
+
 def test_fsdp_matches_ddp_and_its_checkpoint_resumes_in_one_process(runs, tmp_path):
     data, root, _, one = runs
     fsdp = torchrun(*train_args(data, tmp_path / "fsdp", "optimization.max_update=6", "distributed.strategy=fsdp"))
@@ -65,7 +78,8 @@ def test_fsdp_matches_ddp_and_its_checkpoint_resumes_in_one_process(runs, tmp_pa
     a, b = weights(tmp_path / "fsdp"), weights(root / "one")
     assert b["train_state"]["num_updates"] == 6  # (this test runs before the one that moves it on)
     for k in b["model"]:
-        torch.testing.assert_close(a["model"][k], b["model"][k], atol=1e-5, rtol=1e-4, msg=k)
+        torch.testing.assert_close(without_key_bias(k, a["model"][k]), without_key_bias(k, b["model"][k]), atol=1e-5,
+                                   rtol=1e-4, msg=k)
     resumed = run(*train_args(data, tmp_path / "fsdp", "optimization.max_update=7", "optimization.update_freq=2"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed at epoch 1, update 6" in resumed.stderr

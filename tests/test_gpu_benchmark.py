@@ -2,6 +2,7 @@
 benchmarks/README.md lists for it, with sane values; and the helpers its GPU figures rest on."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,12 +37,22 @@ def lookup(obj, path):
     return found
 
 
+def bench(*args, env=None, timeout=900):
+    return subprocess.run([sys.executable, str(BENCH / "gpu.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
 @pytest.fixture(scope="module")
-def dry_run(tmp_path_factory):
+def workdir(tmp_path_factory):
+    """One work folder for the module: the dry run's preprocessed toy corpus, reused by later runs."""
+    return tmp_path_factory.mktemp("gpu-work")
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory, workdir):
     out = tmp_path_factory.mktemp("gpu") / "dry.json"
     results_before = sorted(p.name for p in (BENCH / "results").iterdir())
-    done = subprocess.run([sys.executable, str(BENCH / "gpu.py"), "--dry-run", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    done = bench("--dry-run", "--out", str(out), "--workdir", str(workdir), "--extra", "optimization.clip_norm=1.0")
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(p.name for p in (BENCH / "results").iterdir()) == results_before
     printed = json.loads(done.stdout.strip().splitlines()[-1])
@@ -59,19 +70,27 @@ def test_every_readme_field_is_in_the_json(dry_run):
 def test_dry_run_figures_are_sane(dry_run):
     assert dry_run["dry_run"] is True and dry_run["device"] == "cpu"
     assert dry_run["matmul_peak_tflops_bf16"] > 0 and dry_run["matmul_peak_tflops_fp32"] > 0
+    assert dry_run["extra"] == ["optimization.clip_norm=1.0"] and dry_run["variants"]["pack"] == ["dataset.pack=true"]
     ran = [c for c in dry_run["configs"] if "skipped" not in c]
-    assert len(ran) >= 2 and all(c["precision"] == "fp32" for c in ran)
+    assert {c["variant"] for c in ran} == {"default", "pack"} and all(c["precision"] == "fp32" for c in ran)
     for c in ran:
         train = c["train"]
-        assert "error" not in train, train
-        assert train["tokens_per_s"] > 0 and 0 < train["mfu_measured"] < 1 and train["mfu"] is None
+        if "error" in train:  # a variant seqkit-train refuses (its setting not there yet) is listed, in one line
+            assert c["variant"] != "default", train
+            reason = dry_run["skipped"][f"train fp32_{c['max_tokens']}_{c['model']}_{c['variant']}"]
+            assert reason == train["error"] and "\n" not in reason and "Traceback" not in reason
+            continue
+        # a CPU shared with other work measures its matmul peak low at times: mfu_measured only > 0
+        assert train["tokens_per_s"] > 0 and train["mfu_measured"] > 0 and train["mfu"] is None
         assert train["updates"] >= 2 and train["parameters"] > 0
         assert train["distinct_shapes"] is None or train["distinct_shapes"] >= 1
         assert train["padding"] is None or 0 <= train["padding"] < 1
+        assert train["data_wait"] is None or train["data_wait"] >= 0
         assert train["gpu_busy"] is None and train["peak_gpu_memory_mib"] is None  # no nvidia-smi on the CPU
         bare = c["bare"]
-        assert bare["tokens_per_s"] > 0 and 0 < bare["mfu_measured"] < 1 and bare["updates"] >= 1
+        assert bare["tokens_per_s"] > 0 and bare["mfu_measured"] > 0 and bare["updates"] >= 1
         assert c["train_over_bare"] > 0
+    assert all("error" not in c["train"] for c in ran if c["variant"] == "default")
     # what did not run says why
     assert {"gpu_sampling", "mfu", "fp16"} <= set(dry_run["skipped"])
     assert all(c["skipped"] for c in dry_run["configs"] if c["precision"] == "fp16")
@@ -108,3 +127,81 @@ def test_spec_peaks_by_name():
 def test_rows_are_cut_at_their_first_eos():
     assert gpu_children.before_eos([5, 6, 2, 2, 0, 0], eos=2) == [5, 6]
     assert gpu_children.before_eos([5, 6], eos=2) == [5, 6]
+
+
+# -- bad arguments: one line on stderr, a non-zero exit, nothing written -------------------------------
+BAD_ARGS = [
+    (["--max-tokens", "abc"], "--max-tokens"),
+    (["--max-tokens", "-5"], "--max-tokens"),
+    (["--models", "nosuchmodel"], "nosuchmodel"),
+    (["--models", "bert_base"], "bert_base"),
+    (["--precisions", "fp8"], "fp8"),
+    (["--gen-sentences", "0"], "--gen-sentences"),
+    (["--train-seconds", "-1"], "--train-seconds"),
+    (["--data", "/nonexistent"], "/nonexistent"),
+    (["--data", str(BENCH)], "deu.txt"),
+    (["--variants", "nosuch"], "nosuch"),
+    (["--variants", "bf16_weights", "--precisions", "fp16"], "bf16_weights"),
+    (["--extra", "dataset.nosuch=1"], "dataset.nosuch"),
+    (["--extra", "common.precision=fp16"], "common.precision"),
+]
+
+
+@pytest.mark.parametrize("args,cause", BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
+def test_a_bad_argument_is_one_line(tmp_path, args, cause):
+    out = tmp_path / "out.json"
+    done = bench(*args, "--out", str(out), timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and len(lines) == 1, done.stderr
+    assert cause in lines[0] and "Traceback" not in done.stderr
+    assert not out.exists() and done.stdout == ""
+
+
+def test_out_must_be_in_a_folder_that_exists(tmp_path):
+    done = bench("--out", str(tmp_path / "nowhere" / "out.json"), timeout=300)
+    assert done.returncode != 0 and done.stderr.strip().splitlines() == [f"benchmarks/gpu.py: argument --out: "
+                                                                         f"{tmp_path / 'nowhere'}: no such folder"]
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_failed_process_is_one_line(tmp_path):
+    done, _ = gpu.run_process([sys.executable, "-c", "raise ValueError('boom')"], str(tmp_path), "step")
+    assert done == "step exited 1: ValueError: boom"
+    assert "Traceback" in (tmp_path / "errors.log").read_text(encoding="utf-8")  # the whole stderr, kept
+    done, _ = gpu.run_process([sys.executable, "-c", "import sys; sys.exit('step: error: bad key')"], str(tmp_path),
+                              "step")
+    assert done == "step: error: bad key"  # seqkit's own line as it is
+
+
+def test_transformers_missing_is_skipped(tmp_path, workdir, dry_run):
+    """transformers made unimportable in every process (a package of that name that raises, first on
+    PYTHONPATH): generation still runs seqkit's engine and lists transformers under ``skipped``."""
+    stub = tmp_path / "stub" / "transformers"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ModuleNotFoundError('no transformers here', name='transformers')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(stub.parent), os.environ.get("PYTHONPATH")]))}
+    done = bench("--dry-run", "--parts", "generation", "--workdir", str(workdir), "--gen-sentences", "8", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "configs" not in result and result["data"]["preprocess_reused"] is True
+    why = result["skipped"]["transformers"]  # the export (seqkit-export needs it too) or the engine's child says so
+    assert "transformers is not installed" in why and "seqkit[hf]" in why and "\n" not in why, why
+    gen = result["generation"]
+    assert gen["seqkit_sent_per_s"]["fp32"] > 0 and gen["transformers_sent_per_s"] == {"fp32": None, "bf16": None}
+
+
+def test_the_transformers_child_says_when_transformers_does_not_import(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers raises ModuleNotFoundError
+    assert gpu_children.transformers_child({}) == {"skipped": "transformers is not installed (pip install 'seqkit[hf]')"}
+
+
+def test_a_variant_seqkit_train_refuses_is_one_line(tmp_path, monkeypatch):
+    """A variant whose setting seqkit-train lacks (one being added while the benchmark is written) fails
+    in one line, seqkit's own, where its figures would be (seqkit-train refuses it before reading the
+    data); grid() lists it under ``skipped``."""
+    monkeypatch.setitem(gpu.VARIANTS, "future", gpu.Variant(("dataset.future_setting=true",)))
+    run = {"precision": "fp32", "max_tokens": 1024, "model": "transformer_tiny", "variant": "future"}
+    figures = gpu.train_figures(gpu.dry_plan(), str(tmp_path / "bin"), str(tmp_path), run, "cpu", 1.0,
+                                {"spec": None, "bf16": None, "fp32": None})
+    assert list(figures) == ["error"] and "\n" not in figures["error"]
+    assert figures["error"].startswith("seqkit-train: error: unknown config key 'dataset.future_setting'")

@@ -83,6 +83,7 @@ def test_prefetching_changes_nothing(data_dir, tmp_path):
     assert all(torch.equal(params[0][k], params[3][k]) for k in params[0])
     a, b = train_records(tmp_path / "d0"), train_records(tmp_path / "d3")
     assert [r["loss"] for r in a] == [r["loss"] for r in b]
+    assert all(0.0 <= r["data_wait"] <= 1.0 for r in a + b)  # the share of time the loop waited for batches
 
 
 def test_prefetcher_order_errors_and_early_close():
@@ -129,16 +130,18 @@ def test_an_update_reads_nothing_from_the_device(data_dir, tmp_path, monkeypatch
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(torch.Tensor, name, counted)
-    logs = [t.train_step([samples[1]])]
-    assert "__bool__" in reads  # the counter sees reads: the CPU's "is there padding?" question
+    logs = [t.train_step([{k: v for k, v in samples[1].items() if k != "src_padded"}])]
+    assert "__bool__" in reads  # the counter sees reads: without collation's flag, the CPU asks "is there padding?"
     reads.clear()
-    monkeypatch.setattr(transformer, "padding_mask", lambda keep: keep[:, None, None, :])
+    logs.append(t.train_step([samples[0]]))  # with the flag (src_padded) nothing is asked
+    assert reads == []
+    monkeypatch.setattr(transformer, "padding_mask", lambda keep, padded=None: keep[:, None, None, :])
     logs.append(t.train_step([samples[2]]))
     assert reads == []
     monkeypatch.undo()
-    assert t.num_updates == 3 and all(float(l["stepped"]) == 1.0 for l in logs)
+    assert t.num_updates == 4 and all(float(l["stepped"]) == 1.0 for l in logs)
     t.settle()  # one read for all outcomes: nothing was skipped
-    assert t.num_updates == 3
+    assert t.num_updates == 4
 
 
 def test_resume_with_prefetching_is_bit_identical(data_dir, tmp_path):

@@ -27,7 +27,7 @@ def checkpoint(toy_data, tiny_train_args, tmp_path_factory):
 
     _, data = toy_data
     root = tmp_path_factory.mktemp("int8")
-    train(tiny_train_args + [f"task.data={data}", f"checkpoint.save_dir={root}", "optimization.max_update=60",
+    train(tiny_train_args + [f"task.data={data}", f"checkpoint.save_dir={root}", "optimization.max_update=150",
                              "checkpoint.no_epoch_checkpoints=true"])
     return str(root / "checkpoint_best.pt")
 
@@ -66,7 +66,7 @@ def test_generate_int8_translates_like_fp32(checkpoint, toy_data, run_cli, fast_
 
     a, b = hypotheses(fp32.out), hypotheses(int8.out)
     assert len(a) == len(b) == 40
-    assert sum(x == y for x, y in zip(a, b)) >= 30
+    assert sum(x == y for x, y in zip(a, b)) >= 34  # 38 of 40 at 150 updates (2026-11-28); 28 at 60
 
 
 def test_bad_quantize_requests_are_one_line_errors(checkpoint, toy_data, run_cli):

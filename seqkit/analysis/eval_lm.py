@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import MISSING
 
-from seqkit.core.config import CommonConfig
+from seqkit.core.config import CommonConfig, check_compile, check_param_dtype
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.generation.config import QUANTIZE, check_quantize
@@ -54,6 +54,8 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
 
     if not cfg.path:
         raise SeqkitError("path=CHECKPOINT is required")
+    check_compile(cfg.common, "seqkit-eval-lm")
+    check_param_dtype(cfg.common, "seqkit-eval-lm")
     if cfg.common.threads > 0:
         torch.set_num_threads(cfg.common.threads)
     overrides: Dict[str, Any] = {"data": cfg.task.data, "context_window": cfg.context_window}

@@ -140,8 +140,13 @@ class CommonConfig:
     """Settings every subcommand that runs a model shares (seqkit-train, seqkit-generate)."""
 
     seed: int = arg(1, "seed for parameters init, dropout and the batch order")
-    precision: str = arg("fp32", "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, GPU)",
+    precision: str = arg("fp32", "fp32, bf16 or fp16 (+ dynamic loss scaling, GPU): autocast, or weights in that dtype "
+                                 "(common.param_dtype)",
                           choices=("fp32", "bf16", "fp16"))
+    param_dtype: str = arg("auto", "seqkit-train: dtype the weights are held in; bf16/fp16 (= common.precision): no "
+                                   "autocast, fp32 master weights and moments in the optimizer, few casts an update; "
+                                   "auto: the precision's on a GPU when it is bf16/fp16, fp32 elsewhere (CPU: autocast)",
+                           choices=("auto", "fp32", "bf16", "fp16"))
     fp16_init_loss_scale: float = arg(2.0**15, "fp16: initial loss scale", gt=0)
     fp16_scale_window: int = arg(2000, "fp16: good updates before the loss scale doubles", ge=1)
     fp16_min_loss_scale: float = arg(1e-4, "fp16: stop training when the loss scale falls below this", ge=0)
@@ -155,12 +160,35 @@ class CommonConfig:
                                          "auto (flash, efficient, math; cuDNN off: it builds a plan for every new batch "
                                          "shape), torch (torch's own choice), or a comma list of flash, efficient, cudnn, "
                                          "math; the CPU's kernels are torch's whatever this says")
-    compile: bool = arg(False, "seqkit-train: torch.compile the model and the loss together (fewer kernel launches "
-                               "on a GPU); shapes are dynamic: the first update compiles, batches of other shapes "
-                               "reuse its graphs (a criterion with state of its own: the model only)")
-    compile_mode: str = arg("default", "seqkit-train with common.compile: torch.compile's mode; reduce-overhead adds CUDA "
-                                       "graphs (one recorded per batch shape: for static shapes, e.g. a language model's "
-                                       "fixed blocks with dataset.max_sentences), max-autotune also tunes its kernels",
+    compile: bool = arg(False, "seqkit-train: torch.compile the model and the loss into one graph (fewer kernel "
+                               "launches on a GPU; under torchrun in pieces around DDP's/FSDP's hooks); shapes are "
+                               "dynamic: the first update compiles (its time logged), batches of other shapes reuse "
+                               "its graph (a criterion with state of its own: the model only); off until measured "
+                               "faster on a GPU")
+    compile_mode: str = arg("default", "seqkit-train with common.compile=true: torch.compile's mode; reduce-overhead "
+                                       "adds CUDA graphs (one recorded per distinct input shapes: for batches of one "
+                                       "shape, e.g. dataset.pack or a language model's fixed blocks with "
+                                       "dataset.max_sentences), max-autotune also tunes its kernels",
                             choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"))
     tensorboard_logdir: Optional[str] = arg(None, "seqkit-train: also write logged train/valid scalars for "
                                                   "TensorBoard into DIR/train and DIR/valid (needs seqkit[tensorboard])")
+
+
+def check_compile(common: CommonConfig, command: str) -> None:
+    """Refuse, in one line, a compile setting ``command`` would ignore: ``common.compile`` outside
+    seqkit-train (generation and scoring run eagerly), ``common.compile_mode`` without it."""
+    mode = common.compile_mode
+    if command != "seqkit-train" and (common.compile or mode != "default"):
+        setting = "common.compile=true" if common.compile else f"common.compile_mode={mode}"
+        raise SeqkitError(f"{setting}: {command} runs eagerly (common.compile is seqkit-train's); drop it")
+    if mode != "default" and not common.compile:
+        raise SeqkitError(f"common.compile_mode={mode} takes effect only with common.compile=true; set that, or drop "
+                          "common.compile_mode")
+
+
+def check_param_dtype(common: CommonConfig, command: str) -> None:
+    """Refuse, in one line, ``common.param_dtype`` outside seqkit-train (generation casts its weights
+    itself, from ``common.precision``)."""
+    if command != "seqkit-train" and common.param_dtype != "auto":
+        raise SeqkitError(f"common.param_dtype={common.param_dtype}: {command} casts the weights itself from "
+                          "common.precision (common.param_dtype is seqkit-train's); drop it")

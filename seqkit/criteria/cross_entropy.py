@@ -5,14 +5,22 @@ scores the logits ``(..., V)`` against ``sample["target"]`` ``(...)``, skipping 
 ``task.ignore_index`` (translation: padding; classification/tagging: unlabelled positions). Where
 the task counts metrics (``task.count_metrics(logits, sample)``: accuracy, F1, ...), the counts go
 into the logging output, to be summed and turned into metrics by the task's ``reduce_metrics``.
+
+Fused path: where the sample lists its scored positions (``target_index``, set by translation's
+collation) and the model gives features and its output projection apart (``forward(...,
+features_only=True)`` and ``output_projection()``, seqkit's Transformer), the loss takes the
+features of the scored rows only and projects them a block of rows at a time inside
+:class:`FusedLinearSmoothedNLL`: neither the ``(N, V)`` logits nor their log-probs outlive the
+forward. A task that counts metrics on logits, or any other model, takes the logits path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 
 from seqkit.core.config import arg
 from seqkit.core.registry import CRITERIA
@@ -123,11 +131,137 @@ class SmoothedNLL(torch.autograd.Function):
         return [slice(i, i + step) for i in range(0, n, step)] or [slice(None)]
 
 
+class FusedLinearSmoothedNLL(torch.autograd.Function):
+    """Summed label-smoothed NLL of ``logits = x @ weight.T + bias`` with the projection inside,
+    a block of rows at a time: each block's logits ``(n, V)`` and fp32 log-probs live only while
+    the block is processed. Its gradients are computed in the forward, block by block (d loss /
+    d logits = p - q as in :class:`SmoothedNLL`; then ``(p - q) @ weight`` for the rows of ``x``
+    and ``(p - q).T @ x`` summed in fp32 for ``weight``), so what is kept for backward is
+    ``(N, C)`` and ``(V, C)``, and backward only scales them by the incoming gradient (the loss is
+    a sum: its gradient a scalar). The same matmuls as projection + loss + their backward, and no
+    recomputation. ``bias`` is a fixed buffer (no gradient)."""
+
+    # the largest block of logits, in elements (fp32: 256 MiB); one block under torch.compile
+    block_elements = 1 << 26
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
+                eps: float, dtype: torch.dtype, grad: bool = True):
+        # x (N, C) and weight (V, C) as the model holds them, multiplied in ``dtype``; target (N,) long;
+        # grad: whether the caller records gradients (needs_input_grad does not know: validation)
+        with torch.autocast(x.device.type, enabled=False):
+            xc, w = x.to(dtype), weight.to(dtype)  # (N, C), (V, C)
+            b = None if bias is None else bias.to(dtype)
+            N, V = x.size(0), w.size(0)
+            eps_i = eps / (V - 1)
+            ctx.eps, ctx.eps_i = eps, eps_i
+            want_x, want_w = grad and ctx.needs_input_grad[0], grad and ctx.needs_input_grad[1]
+            gx = torch.empty_like(xc) if want_x else None  # (N, C)
+            gw = None  # (V, C) fp32
+            losses, nlls = [], []
+            step = N if torch.compiler.is_compiling() else max(1, FusedLinearSmoothedNLL.block_elements // V)
+            # compiled: one block, not a range over the symbolic N (which would specialize it: a graph per N)
+            for a in (0,) if torch.compiler.is_compiling() else range(0, N, step):
+                xr, t = xc[a : a + step], target[a : a + step]  # (n, C), (n,)
+                z = F.linear(xr, w, b)  # (n, V) in dtype
+                lp = z.log_softmax(dim=-1, dtype=torch.promote_types(z.dtype, torch.float32))  # (n, V)
+                del z
+                nll = -lp.gather(1, t[:, None]).squeeze(1)  # (n,)
+                loss = (1.0 - eps - eps_i) * nll + eps_i * -lp.sum(dim=-1) if eps > 0 else nll
+                losses.append(loss.sum())
+                nlls.append(nll.sum())
+                if want_x or want_w:
+                    p = lp.exp_()  # (n, V) fp32, in place of the log-probs
+                    if eps_i:
+                        p.sub_(eps_i)
+                    p[torch.arange(p.size(0), device=p.device), t] -= 1.0 - eps - eps_i  # p - q
+                    g = p.to(dtype)  # (n, V)
+                    del lp, p
+                    if want_x:
+                        gx[a : a + step] = g @ w
+                    if want_w:
+                        part = g.t() @ xr  # (V, C)
+                        gw = part.float() if gw is None else gw.add_(part)
+            if want_w and gw is None:  # no rows
+                gw = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
+        ctx.save_for_backward(gx, gw)
+        ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
+        zero = x.new_zeros((), dtype=torch.float32)
+        loss, nll = (torch.stack(v).sum() if v else zero for v in (losses, nlls))
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss: torch.Tensor, grad_nll: torch.Tensor):
+        gx, gw = ctx.saved_tensors
+        dx = None if gx is None else (gx * grad_loss.to(gx.dtype)).to(ctx.x_dtype)
+        dw = None if gw is None else (gw * grad_loss).to(ctx.w_dtype)
+        return dx, dw, None, None, None, None, None
+
+
+def core_model(model: Any) -> Any:
+    """The model inside torch.compile's and DistributedDataParallel's wrappers (what declares
+    ``forward_options``); the call still goes through the wrappers."""
+    while True:
+        inner = getattr(model, "_orig_mod", None)
+        if inner is None and type(model).__name__ == "DistributedDataParallel":
+            inner = model.module
+        if inner is None:
+            return model
+        model = inner
+
+
+def model_inputs(model: Any, sample: Dict[str, Any]) -> Dict[str, Any]:
+    """``net_input``, plus collation's host flag ``src_padded`` for a model whose
+    ``forward_options`` take it (seqkit's Transformer: no attention mask when nothing is padded)."""
+    net_input = sample["net_input"]
+    if "src_padded" in sample and "src_padded" in getattr(core_model(model), "forward_options", ()):
+        return {**net_input, "src_padded": sample["src_padded"]}
+    return net_input
+
+
+def _sharded(t: torch.Tensor) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch without distributed
+        return False
+    return isinstance(t, DTensor)
+
+
+def fused_smoothed_nll(model: Any, sample: Dict[str, Any],
+                       eps: float) -> Optional[Tuple[torch.Tensor, torch.Tensor, int]]:
+    """The summed (label-smoothed) loss and NLL over the scored rows ``sample["target_index"]``
+    (the targets that are not ``task.ignore_index``) and their count, through
+    :class:`FusedLinearSmoothedNLL`; None where the sample or the model does not offer it (see the
+    module docstring), its projection is sharded (FSDP: only its forward gathers the weights), or it
+    would multiply in fp16."""
+    index = sample.get("target_index")
+    core = core_model(model)
+    if index is None or "features_only" not in getattr(core, "forward_options", ()):
+        return None
+    projection = core.output_projection()
+    if projection is None or _sharded(projection[0]):
+        return None
+    weight, bias, scale = projection
+    kind = weight.device.type
+    dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else weight.dtype
+    if dtype == torch.float16:  # unscaled p - q summed over rows could overflow fp16 (GradScaler's scale is outside)
+        return None
+    features = model(**model_inputs(model, sample), features_only=True)  # (B, T, C)
+    x = features.reshape(-1, features.size(-1)).index_select(0, index)  # (N, C): scored rows only, no host read
+    if scale != 1.0:
+        x = x * scale
+    target = sample["target"].reshape(-1).index_select(0, index)  # (N,)
+    dtype = torch.promote_types(dtype, x.dtype) if not torch.is_autocast_enabled(kind) else dtype
+    loss, nll = FusedLinearSmoothedNLL.apply(x, weight, bias, target, eps, dtype, torch.is_grad_enabled())
+    return loss, nll, index.numel()
+
+
 def smoothed_nll(model: Any, sample: Dict[str, Any], ignore_index: int,
                  eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed (label-smoothed) loss and NLL over the scored targets, their count (a 0-d tensor: read
     on the host only when logged), and the logits."""
-    logits = model(**sample["net_input"])  # (B, T, V) translation/tagging, (B, K) classification
+    logits = model(**model_inputs(model, sample))  # (B, T, V) translation/tagging, (B, K) classification
     target = sample["target"].reshape(-1)  # (N,)
     keep = target.ne(ignore_index)
     # all positions go through the log-softmax: batches are sorted by target length so padding is
@@ -137,8 +271,20 @@ def smoothed_nll(model: Any, sample: Dict[str, Any], ignore_index: int,
     return loss.sum(), nll.sum(), keep.sum(), logits
 
 
+def criterion_loss(model: Any, sample: Dict[str, Any], task: Any,
+                   eps: float) -> Tuple[torch.Tensor, Any, Dict[str, Any]]:
+    """``(loss, sample_size, logging_output)``: the fused path where it applies and the task counts
+    no metrics on logits, else the logits path."""
+    fused = None if getattr(task, "count_metrics", None) is not None else fused_smoothed_nll(model, sample, eps)
+    if fused is not None:
+        loss, nll, ntokens = fused
+        return loss, ntokens, _logging(task, loss, nll, sample, ntokens, None)
+    loss, nll, ntokens, logits = smoothed_nll(model, sample, task.ignore_index, eps)
+    return loss, ntokens, _logging(task, loss, nll, sample, ntokens, logits)
+
+
 def _logging(task: Any, loss: torch.Tensor, nll: torch.Tensor, sample: Dict[str, Any], ntokens: Any,
-             logits: torch.Tensor) -> Dict[str, Any]:
+             logits: Optional[torch.Tensor]) -> Dict[str, Any]:
     """The logging output: numbers, or 0-d tensors left on the device (a GPU step never waits to
     read them; the trainer sums them and reads them once per log line)."""
     out = {
@@ -162,8 +308,7 @@ class CrossEntropyCriterion:
         self.cfg, self.task = cfg, task
 
     def __call__(self, model: Any, sample: Dict[str, Any]) -> Tuple[torch.Tensor, Any, Dict[str, Any]]:
-        loss, nll, ntokens, logits = smoothed_nll(model, sample, self.task.ignore_index, 0.0)
-        return loss, ntokens, _logging(self.task, loss, nll, sample, ntokens, logits)
+        return criterion_loss(model, sample, self.task, 0.0)
 
 
 @CRITERIA.register("label_smoothed_cross_entropy", LabelSmoothedCrossEntropyConfig)
@@ -174,8 +319,7 @@ class LabelSmoothedCrossEntropyCriterion:
         self.cfg, self.task = cfg, task
 
     def __call__(self, model: Any, sample: Dict[str, Any]) -> Tuple[torch.Tensor, Any, Dict[str, Any]]:
-        loss, nll, ntokens, logits = smoothed_nll(model, sample, self.task.ignore_index, self.cfg.label_smoothing)
-        return loss, ntokens, _logging(self.task, loss, nll, sample, ntokens, logits)
+        return criterion_loss(model, sample, self.task, self.cfg.label_smoothing)
 
 
 @CRITERIA.register("adaptive_loss", AdaptiveLossConfig)

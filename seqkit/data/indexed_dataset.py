@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -112,6 +112,17 @@ class IndexedDataset:
     def offsets(self) -> np.ndarray:
         """``(count + 1,)``: sequence i is ``tokens[offsets[i]:offsets[i + 1]]``."""
         return self._offsets
+
+    def gather(self, indices: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Sequences ``indices`` back to back as one int64 array, and their lengths ``(n,)``: one
+        fancy-index read of the token stream (no per-sequence Python loop), what collation pads."""
+        indices = np.asarray(indices, dtype=np.int64)
+        lengths = self.sizes[indices].astype(np.int64)  # (n,)
+        ends = np.cumsum(lengths)  # (n,)
+        # position k of the output reads token stream[offsets[i] + k - (start of i in the output)]
+        shift = np.repeat(self._offsets[indices] - (ends - lengths), lengths)  # (total,)
+        flat = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + shift
+        return self._data[flat].astype(np.int64), lengths
 
     def __getitem__(self, i: int) -> torch.Tensor:
         a, b = int(self._offsets[i]), int(self._offsets[i + 1])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from seqkit.data.dictionary import UNK, Dictionary
@@ -78,24 +79,20 @@ class LabelledDataset(LanguagePairDataset):
         """A batch: ``src_tokens`` ``(B, S)``, ``src_lengths`` ``(B,)``, ``segments`` ``(B, S)`` for
         pairs; ``ntokens``, the input tokens; with labels, ``target`` ``(B,)`` or ``(B, S)`` (IGNORE
         where nothing is scored) and ``sample_size``, the number of scored targets."""
-        indices = [int(i) for i in indices]
-        src = [self.src[i] for i in indices]
+        ids = np.array(indices, dtype=np.int64).reshape(-1)  # (B,)
         d = self.src_dict
-        tokens = self.pad_batch(src, d.pad())
-        net_input: Dict[str, torch.Tensor] = {
-            "src_tokens": tokens,
-            "src_lengths": torch.tensor([len(s) for s in src], dtype=torch.long),
-        }
+        flat, lengths = self.src.gather(ids)  # one read of the token stream, no row loop
+        tokens = self.pad_flat(flat, lengths, d.pad())  # (B, S)
+        net_input: Dict[str, torch.Tensor] = {"src_tokens": tokens, "src_lengths": torch.from_numpy(lengths)}
         if self.pairs:
             net_input["segments"] = segments_of(tokens, d.eos(), d.pad())
-        sample: Dict[str, Any] = {"id": torch.tensor(indices, dtype=torch.long), "net_input": net_input,
-                                  "nsentences": len(indices)}
+        sample: Dict[str, Any] = {"id": torch.from_numpy(ids), "net_input": net_input, "nsentences": len(ids)}
         if self.labels is not None:
+            stored, counts = self.labels.gather(ids)
             if self.per_token:
-                stored = self.pad_batch([self.labels[i] for i in indices], NOT_A_WORD_START)
-                target = tag_targets(stored)
+                target = tag_targets(self.pad_flat(stored, counts, NOT_A_WORD_START))  # (B, S)
             else:
-                target = torch.tensor([int(self.labels[i][0]) for i in indices], dtype=torch.long)
+                target = torch.from_numpy(stored[np.cumsum(counts) - counts])  # (B,): each row's first value
             sample["target"] = target
             sample["sample_size"] = int(target.ne(IGNORE).sum())  # the loss is a sum over these
         sample["ntokens"] = int(tokens.ne(d.pad()).sum())  # input tokens: the throughput figure

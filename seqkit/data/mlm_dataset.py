@@ -78,6 +78,7 @@ class MaskedLMDataset(PaddedBatches):
         self.data, self.dictionary, self.sp, self.opts = data, dictionary, specials, opts
         self.stream = data.tokens
         self.starts, self.ends = block_bounds(data.sizes, budget, break_mode)
+        self.break_mode = break_mode  # "none": blocks of one length (what dataset.pack asks for)
         self.line_ends = np.asarray(data.offsets[1:], dtype=np.int64)  # stream positions after each line's eos
         self.word_starts = word_starts
         self.seed, self.epoch = seed, 0

@@ -34,6 +34,21 @@ def pad_right(seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = N
     return out
 
 
+def pad_flat(flat: np.ndarray, lengths: np.ndarray, pad: int, prepend: Optional[int] = None, multiple: int = 1,
+             cap: int = 0) -> np.ndarray:
+    """:func:`pad_right` of sequences laid back to back: ``flat`` ``(sum(lengths),)`` int64 and
+    ``lengths`` ``(B,)`` -> int64 ``(B, L)``, with one boolean-mask scatter instead of a row loop
+    (a mask filled in row-major order takes the flat tokens in order)."""
+    extra = 0 if prepend is None else 1
+    longest = int(lengths.max()) if len(lengths) else 0
+    out = np.full((len(lengths), round_length(longest + extra, multiple, cap)), pad, dtype=np.int64)  # (B, L)
+    if prepend is not None:
+        out[:, 0] = prepend
+    body = out[:, extra:]  # (B, L - extra), a view
+    body[np.arange(body.shape[1])[None, :] < lengths[:, None]] = flat
+    return out
+
+
 class PaddedBatches:
     """What every dataset's ``collate`` pads with: lengths rounded up to ``length_multiple`` (not
     past ``length_cap``, the model's positions), so batches come in few shapes. The trainer sets
@@ -44,6 +59,10 @@ class PaddedBatches:
 
     def pad_batch(self, seqs: Sequence[torch.Tensor], pad: int, prepend: Optional[int] = None) -> torch.Tensor:
         return pad_right(seqs, pad, prepend, self.length_multiple, self.length_cap)
+
+    def pad_flat(self, flat: np.ndarray, lengths: np.ndarray, pad: int, prepend: Optional[int] = None) -> torch.Tensor:
+        """:meth:`pad_batch` of sequences laid back to back (``IndexedDataset.gather``)."""
+        return torch.from_numpy(pad_flat(flat, lengths, pad, prepend, self.length_multiple, self.length_cap))
 
 
 class LanguagePairDataset(PaddedBatches):
@@ -84,24 +103,35 @@ class LanguagePairDataset(PaddedBatches):
 
     def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
         """A batch: ids, source ``(B, S)`` right-padded with lengths, and when there are targets,
-        ``target`` ``(B, T)`` and ``prev_output_tokens`` ``(B, T)`` = bos + target shifted right."""
-        indices = [int(i) for i in indices]
-        src = [self.src[i] for i in indices]
-        pad = self.src_dict.pad()
+        ``target`` ``(B, T)``, ``prev_output_tokens`` ``(B, T)`` = bos + target shifted right, and
+        ``target_index`` ``(N,)``: the flat positions in ``target.reshape(-1)`` of the N targets that
+        are not padding (a loss over those rows only needs no host read of the device).
+        ``src_padded`` (a host bool): whether any source row has padding, which lets a model that
+        reads it (``forward_options``) drop its attention mask without asking the device.
+
+        Vectorised: one gather of the token stream per side and a mask scatter per matrix."""
+        ids = np.array(indices, dtype=np.int64).reshape(-1)  # (B,), a copy: the sample owns it
+        pad, bos = self.src_dict.pad(), self.src_dict.bos()
+        flat, lengths = self.src.gather(ids)  # (sum S_i,), (B,)
+        src_tokens = self.pad_flat(flat, lengths, pad, prepend=bos if self.source_bos else None)  # (B, S)
+        lengths = lengths + int(self.source_bos)
         sample: Dict[str, Any] = {
-            "id": torch.tensor(indices, dtype=torch.long),
-            "net_input": {
-                "src_tokens": self.pad_batch(src, pad, prepend=self.src_dict.bos() if self.source_bos else None),
-                "src_lengths": torch.tensor([len(s) + int(self.source_bos) for s in src], dtype=torch.long),
-            },
-            "nsentences": len(indices),
+            "id": torch.from_numpy(ids),
+            "net_input": {"src_tokens": src_tokens, "src_lengths": torch.from_numpy(lengths)},
+            "nsentences": len(ids),
+            "src_padded": bool(len(lengths)) and int(lengths.min()) < src_tokens.size(1),
         }
         if self.tgt is not None:
-            tgt = [self.tgt[i] for i in indices]
-            sample["target"] = self.pad_batch(tgt, pad)
+            flat, lengths = self.tgt.gather(ids)  # (N_all,), (B,)
+            target = self.pad_flat(flat, lengths, pad)  # (B, T)
+            sample["target"] = target
             # prev_output_tokens[t] = target[t - 1], starting from bos; the final eos is never an input
-            sample["net_input"]["prev_output_tokens"] = self.pad_batch([t[:-1] for t in tgt], pad, prepend=self.tgt_dict.bos())
-            sample["ntokens"] = int(sum(len(t) for t in tgt))
+            inputs = np.ones(len(flat), dtype=bool)
+            inputs[(np.cumsum(lengths) - 1)[lengths > 0]] = False  # each row's last token
+            prev = self.pad_flat(flat[inputs], np.maximum(lengths - 1, 0), pad, prepend=self.tgt_dict.bos())  # (B, T)
+            sample["net_input"]["prev_output_tokens"] = prev
+            sample["ntokens"] = int(lengths.sum())
+            sample["target_index"] = torch.from_numpy(np.flatnonzero(target.numpy() != self.tgt_dict.pad()))  # (N,)
         return sample
 
 

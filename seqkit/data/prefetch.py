@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
@@ -94,14 +95,22 @@ class Prefetcher:
             self._queue.put(e)
 
     def __iter__(self) -> Iterator[Tuple[List[Sample], Dict[str, Any]]]:
+        """Each group's ``(samples, stats)``; ``stats["data_wait"]`` is the seconds the loop was
+        blocked here for it (collating it, with ``depth`` 0; waiting for the thread, otherwise)."""
         if self._thread is None:
             for group in self.groups:
-                yield collate_group(self.collate, group, self.pin_memory)
+                t0 = time.perf_counter()
+                samples, stats = collate_group(self.collate, group, self.pin_memory)
+                stats["data_wait"] = time.perf_counter() - t0
+                yield samples, stats
             return
         for _ in range(len(self.groups)):
+            t0 = time.perf_counter()
             item = self._queue.get()
+            waited = time.perf_counter() - t0
             if isinstance(item, BaseException):
                 raise item
+            item[1]["data_wait"] = waited
             yield item
 
     def close(self) -> None:

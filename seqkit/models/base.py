@@ -28,6 +28,12 @@ The trainer calls ``forward``; the generator calls ``encode`` once, then ``decod
 output position with a cache the model owns, reordering encoder output and cache as beams are
 re-ranked and finished sentences leave the batch. Shapes: B batch (times beam in generation),
 S source length, T target length, C model dim, V target vocabulary.
+
+Optional keywords of ``forward``, which the criteria pass only to a model whose class lists them in
+``forward_options`` (seqkit's Transformer lists both): ``features_only=True`` -> decoder features
+``(B, T, C)``, with ``output_layer(features)`` -> logits and ``output_projection()`` -> ``(weight
+(V, C), bias or None, scale)`` beside it, for a loss over the scored rows only; ``src_padded``, a
+host bool from collation (False: no source row is padded, attention needs no mask).
 """
 
 from __future__ import annotations

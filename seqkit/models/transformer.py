@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +20,7 @@ from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import STATIC, Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
+from seqkit.models.modules.document_masks import document_mask, use_flex
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.norm import norm
@@ -121,6 +122,8 @@ class TransformerModel(EncoderDecoderModel):
 
     # seqkit's search installs a flat decoder step on inference copies (seqkit/generation/transformer_step.py)
     step_plan: Optional[Callable[[torch.Tensor, Cache, int], torch.Tensor]] = None
+    # keywords ``forward`` takes beyond ``net_input`` (criteria pass them only to models listing them)
+    forward_options = ("features_only", "src_padded")
 
     def __init__(self, cfg: TransformerConfig, src_dict: Dictionary, tgt_dict: Dictionary):
         super().__init__()
@@ -175,33 +178,81 @@ class TransformerModel(EncoderDecoderModel):
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_source_positions, self.cfg.max_target_positions
 
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, prev_output_tokens: torch.Tensor,
+                features_only: bool = False, src_padded: Optional[bool] = None,
+                src_segments: Optional[torch.Tensor] = None, src_positions: Optional[torch.Tensor] = None,
+                tgt_segments: Optional[torch.Tensor] = None, tgt_positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Teacher-forced logits ``(B, T, V)``, or with ``features_only`` the decoder's features
+        ``(B, T, C)`` that :meth:`output_layer` turns into them (a loss can then project only the
+        rows it scores). ``src_padded`` False (collation's host flag): no source row has padding,
+        so attention runs without a mask and nothing asks the device. Packed rows
+        (:mod:`seqkit.data.packing`) add each token's sentence in its row, ``src_segments`` ``(B, S)``
+        and ``tgt_segments`` ``(B, T)`` (-1 at padding), and its position in that sentence."""
+        enc = self.encode(src_tokens, src_lengths, padded=src_padded, segments=src_segments, positions=src_positions)
+        x = self.decoder_features(prev_output_tokens, enc, src_padded, tgt_segments, tgt_positions)  # (B, T, C)
+        return x if features_only else self._project(x)
+
     # -- encoder ---------------------------------------------------------------------------
     def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-               prefix: Optional[torch.Tensor] = None) -> EncoderOut:
+               prefix: Optional[torch.Tensor] = None, padded: Optional[bool] = None,
+               segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None) -> EncoderOut:
         """``prefix`` ``(B, k, C)``: learned vectors read after the first token (prompt tuning); they
-        stay in the encoder's output for the decoder to attend to."""
+        stay in the encoder's output for the decoder to attend to. ``padded``: see :meth:`forward`.
+        Packed rows: ``segments`` and ``positions`` ``(B, S)`` (see :meth:`forward`)."""
         k = prefix_length(prefix)
         B, S = src_tokens.size(0), src_tokens.size(1) + k
-        if S > self.cfg.max_source_positions:
+        if segments is None and S > self.cfg.max_source_positions:  # a packed row's positions restart per sentence
             raise SeqkitError(f"source of {S} tokens exceeds model.max_source_positions={self.cfg.max_source_positions}")
         x = insert_prefix(self.embed_scale * self.src_embed(src_tokens), prefix)  # (B, S, C)
         if self.src_pos is not None:
-            x = x + self.src_pos(S)
+            x = x + (self.src_pos(S) if positions is None else self.src_pos.at(positions))
         x = dropout(self.src_embed_norm(x), self.cfg.dropout, self.training)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(B, k, dtype=torch.bool))  # (B, S)
-        mask = padding_mask(keep)  # (B, 1, 1, S) or None
+        # (B, 1, 1, S) or None; packed rows: (B, 1, S, S) or a BlockMask
+        mask = padding_mask(keep, padded) if segments is None else self._document_mask(segments, segments, False)
         bias = self.src_rel(S, S) if self.src_rel is not None else None  # (1, H, S, S)
         for layer in self.encoder_layers:
             x = layer(x, mask, bias)
-        return {"out": self.encoder_norm(x), "keep": keep}
+        out = {"out": self.encoder_norm(x), "keep": keep}
+        if segments is not None:
+            out["segments"] = segments  # (B, S)
+        return out
+
+    def _document_mask(self, q_segments: torch.Tensor, k_segments: torch.Tensor, causal: bool) -> Any:
+        """Packed rows' attention mask, made once per stack and forward (a FlexAttention block mask
+        on CUDA, see :mod:`seqkit.models.modules.document_masks`)."""
+        flex = use_flex(q_segments.device, self.cfg.attention_dropout if self.training else 0.0)
+        return document_mask(q_segments, k_segments, causal, flex)
+
+    def packing_refusal(self) -> Optional[str]:
+        """Why this model cannot train on packed rows (``dataset.pack``), or None."""
+        if self.src_rel is not None:
+            return "T5's relative positions (model.relative_buckets) take no packed rows"
+        return None
 
     # -- decoder ---------------------------------------------------------------------------
-    def _memory_mask(self, enc: EncoderOut) -> Optional[torch.Tensor]:
-        return padding_mask(enc["keep"])  # (B, 1, 1, S) or None
+    def _memory_mask(self, enc: EncoderOut, padded: Optional[bool] = None) -> Optional[torch.Tensor]:
+        return padding_mask(enc["keep"], padded)  # (B, 1, 1, S) or None
 
     def _output(self, x: torch.Tensor) -> torch.Tensor:
         """The last decoder layer's output ``(..., C)`` -> logits ``(..., V)``."""
         return self._project(self.decoder_norm(x))
+
+    def output_layer(self, features: torch.Tensor) -> torch.Tensor:
+        """Decoder features ``(..., C)`` (``forward(..., features_only=True)``) -> logits ``(..., V)``."""
+        return self._project(features)
+
+    def output_projection(self) -> Optional[Tuple[torch.Tensor, Optional[torch.Tensor], float]]:
+        """What :meth:`output_layer` computes, for a loss that fuses it: ``(weight (V, C), bias
+        (V,) or None, scale)`` with logits = (scale * x) @ weight.T + bias; None when the projection
+        is no plain linear map (replaced by a LoRA or int8 module)."""
+        if self.output_proj is None:
+            weight = self.tgt_embed.weight
+        elif type(self.output_proj) is nn.Linear and self.output_proj.bias is None:
+            weight = self.output_proj.weight
+        else:
+            return None
+        return weight, self.output_bias, self.cfg.embed_dim**-0.5 if self.cfg.scale_output else 1.0
 
     def _project(self, x: torch.Tensor) -> torch.Tensor:
         if self.cfg.scale_output:
@@ -220,28 +271,38 @@ class TransformerModel(EncoderDecoderModel):
             self.output_proj = nn.Linear(C, V, bias=False)
             self.output_proj.weight = self.tgt_embed.weight
 
-    def _embed_target(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
-        if offset == 0 and self.start != self.bos:  # targets start with <s>; this model reads its own start token
+    def _embed_target(self, tokens: torch.Tensor, offset: int, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if offset == 0 and self.start != self.bos and positions is not None:  # each packed sentence's <s>
+            tokens = tokens.masked_fill(positions.eq(0) & tokens.eq(self.bos), self.start)
+        elif offset == 0 and self.start != self.bos:  # targets start with <s>; this model reads its own start token
             tokens = torch.cat([tokens.new_full((tokens.size(0), 1), self.start), tokens[:, 1:]], dim=1)
         x = self.embed_scale * self.tgt_embed(tokens)
         if self.tgt_pos is not None:
-            x = x + self.tgt_pos(tokens.size(1), offset)
+            x = x + (self.tgt_pos(tokens.size(1), offset) if positions is None else self.tgt_pos.at(positions))
         return dropout(self.tgt_embed_norm(x), self.cfg.dropout, self.training)
 
-    def decoder_features(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
-        """The last decoder layer's normalized output ``(B, T, C)``."""
+    def decoder_features(self, prev_output_tokens: torch.Tensor, enc: EncoderOut,
+                         padded: Optional[bool] = None, segments: Optional[torch.Tensor] = None,
+                         positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The last decoder layer's normalized output ``(B, T, C)``; ``padded``: see :meth:`forward`.
+        Packed rows: ``segments`` and ``positions`` ``(B, T)``; ``enc`` then holds the source's."""
         T = prev_output_tokens.size(1)
-        if T > self.cfg.max_target_positions:
+        if segments is None and T > self.cfg.max_target_positions:
             raise SeqkitError(f"target of {T} tokens exceeds model.max_target_positions={self.cfg.max_target_positions}")
-        x = self._embed_target(prev_output_tokens, 0)  # (B, T, C)
-        mask = self._memory_mask(enc)
+        x = self._embed_target(prev_output_tokens, 0, positions)  # (B, T, C)
+        if segments is None:
+            mask, self_mask = self._memory_mask(enc, padded), None
+        else:  # causal within each sentence; each reads its own source sentence
+            mask = self._document_mask(segments, enc["segments"], False)  # (B, 1, T, S) or a BlockMask
+            self_mask = self._document_mask(segments, segments, True)  # (B, 1, T, T) or a BlockMask
         bias = self.tgt_rel(T, T) if self.tgt_rel is not None else None  # (1, H, T, T)
         for layer in self.decoder_layers:
-            x, _, _ = layer(x, mask, memory=enc["out"], self_bias=bias)
+            x, _, _ = layer(x, mask, memory=enc["out"], self_bias=bias, self_mask=self_mask)
         return self.decoder_norm(x)
 
-    def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut) -> torch.Tensor:
-        return self._project(self.decoder_features(prev_output_tokens, enc))  # (B, T, V)
+    def decode(self, prev_output_tokens: torch.Tensor, enc: EncoderOut, segments: Optional[torch.Tensor] = None,
+               positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self._project(self.decoder_features(prev_output_tokens, enc, None, segments, positions))  # (B, T, V)
 
     # -- transfer (seqkit.models.pretrained): BART's classification reading -------------------------
     transfer_pooling = "last"  # the decoder's final position, having read the whole input

@@ -146,7 +146,7 @@ class TransformerLM(LanguageModel):
         x = dropout(x, self.cfg.dropout, self.training)
         # right padding needs no mask: causal attention keeps every real position off the pads after it
         for layer in self.layers:  # (called as modules: seqkit-probe's hooks read each layer's output)
-            x = layer(x, None, is_causal=T > 1)
+            x = layer(x, None, is_causal=True)  # (T = 1 alike; a test of T breaks torch.compile's graph)
         return remove_prefix(self.final_norm(x), k)
 
     # -- transfer (seqkit.models.pretrained) ----------------------------------------------------

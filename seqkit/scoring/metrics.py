@@ -38,7 +38,8 @@ def confusion_counts(logits_or_pred: Any, target: Any, num_labels: int, ignore_i
     ``logits_or_pred`` is either logits/probabilities ``[..., K]`` (floating; argmax is taken) or
     predicted label ids shaped like ``target`` ``[...]``. Positions with ``target == ignore_index``
     (padding, or sub-word pieces in tagging) are not counted. Sum the matrices over batches and
-    pass ``.tolist()`` to :func:`classification_metrics`.
+    pass ``.tolist()`` to :func:`classification_metrics`. Under ``torch.compile`` the label range
+    is not checked (the check reads the device) and the counting is one traceable scatter.
     """
     import torch
 
@@ -51,6 +52,10 @@ def confusion_counts(logits_or_pred: Any, target: Any, num_labels: int, ignore_i
     if pred.shape != target.shape:
         raise ValueError(f"predictions {tuple(pred.shape)} and target {tuple(target.shape)} differ in shape")
     keep = target != ignore_index
+    if torch.compiler.is_compiling():  # no boolean indexing (a data-dependent size): ignored cells count 0
+        cells = (target.long().clamp(0, num_labels - 1) * num_labels + pred.long()).reshape(-1)
+        flat = torch.zeros(num_labels * num_labels, dtype=torch.long, device=cells.device)
+        return flat.scatter_add_(0, cells, keep.reshape(-1).long()).view(num_labels, num_labels)
     gold, pred = target[keep].long(), pred[keep].long()
     if gold.numel() and (gold.min() < 0 or gold.max() >= num_labels or pred.min() < 0 or pred.max() >= num_labels):
         raise ValueError(f"label ids out of range [0, {num_labels})")

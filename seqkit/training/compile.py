@@ -2,10 +2,14 @@
 under ``torch.compile`` (``common.compile``).
 
 What is compiled: ``criterion(model, sample)`` as one function, so the model's forward and the
-loss (its backward too, through AOTAutograd) become a few fused graphs instead of hundreds of
-kernel launches. Code dynamo cannot put in a graph splits it there and runs eagerly between
-compiled pieces: a data-dependent branch in a model (``if bool(mask.all())``), the hooks of a
-DistributedDataParallel wrapper (whose inner forward dynamo compiles bucket by bucket) or of FSDP.
+loss (its backward too, through AOTAutograd) become one fused graph instead of hundreds of kernel
+launches. It is compiled with ``fullgraph=True``: the built-in models and criteria trace whole
+(``tests/test_compile.py`` fails on any graph break), so a break is a bug, not a slow path. Where
+code dynamo cannot trace remains (a plugin model's data-dependent branch, tagging's host-side
+metrics under ``torch.compiler.disable``), the first batch says where, in one log line, and the
+function is compiled again in pieces (``fullgraph=False``) that run eagerly in between. Under
+``torchrun`` the hooks of a DistributedDataParallel wrapper (whose inner forward dynamo compiles
+bucket by bucket) or of FSDP split the graph by design: there ``fullgraph=False`` from the start.
 A criterion that keeps state of its own as it goes (distillation's teacher and per-example caches)
 would be traced again and again as that state changes: for such a criterion only the model is
 compiled and the criterion runs eagerly around it (see ``traceable``).
@@ -13,19 +17,34 @@ compiled and the criterion runs eagerly around it (see ``traceable``).
 Shapes: token-budget batches come in many shapes (rows x length). The graphs are compiled with
 ``dynamic=True``, rows and lengths symbols, so a new shape reuses them; compiled per shape, torch's
 recompile limit (8 per function) would be reached in the first epoch and the rest of training would
-silently run eagerly. (A batch of one row or length one may still add a specialized graph.)
+silently run eagerly. (A batch of one row or of length one adds a graph of its own: torch
+specializes sizes 0 and 1; so does a translation batch without padding, through collation's
+``src_padded``.)
+``common.compile_mode=reduce-overhead`` adds CUDA graphs, one recorded per distinct input shapes:
+for batches of one shape (docs/gpu.md says what packed batches still lack).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Tuple
+import os
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
+from torch.fx.experimental import _config as fx_config
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
+
+# what fullgraph=True raises where dynamo would break the graph (a data-dependent branch or size,
+# an unsupported call, a function under torch.compiler.disable)
+UNTRACEABLE = (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError, GuardOnDataDependentSymNode)
+
+# a symbol for each size even where two are equal in the first batch (rows == length would
+# otherwise be assumed in its graph, and the next batch compile another)
+_DISTINCT_SIZES = fx_config.patch(use_duck_shape=False)
 
 LossFn = Callable[[Dict[str, Any]], Tuple[Any, Any, Dict[str, Any]]]
 
@@ -34,9 +53,10 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
                   mode: str = "default") -> LossFn:
     """``fn(sample) -> (loss, sample_size, logging_output)``: ``criterion(model, sample)``, compiled
     when ``compile``. ``model`` is the module the training forward runs through (DDP-wrapped or
-    FSDP-sharded under torchrun). ``backend`` is torch.compile's (tests pass a counting one), ``mode``
-    its mode (``common.compile_mode``: "reduce-overhead" adds CUDA graphs, one per shape). A
-    ``SeqkitError`` here when torch.compile does not work on the model's device."""
+    FSDP-sharded under torchrun: compiled with ``fullgraph=False``). ``backend`` is torch.compile's
+    (tests pass a counting one), ``mode`` its mode (``common.compile_mode``: "reduce-overhead" adds
+    CUDA graphs, one per shape). A ``SeqkitError`` here when torch.compile does not work on the
+    model's device."""
     if not compile:
         def eager(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
             return criterion(model, sample)
@@ -44,32 +64,72 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
         return eager
     device = next(model.parameters()).device
     check_platform(device, backend)
-    name = type(criterion).__name__
-    if traceable(criterion):
-        def whole(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
-            return criterion(model, sample)
+    name, whole, wrapper = type(criterion).__name__, traceable(criterion), _distributed_wrapper(model)
 
-        run = torch.compile(whole, dynamic=True, backend=backend, **_mode(mode))
-        log.info("common.compile: the model and criterion %s compiled together (torch.compile, backend %s, "
-                 "dynamic shapes); the first updates compile", name, _name(backend))
-    else:
-        compiled_model = torch.compile(model, dynamic=True, backend=backend, **_mode(mode))  # its `training` is the model's
+    def build(fullgraph: bool) -> LossFn:
+        options = dict(dynamic=True, fullgraph=fullgraph, backend=backend, **_mode(mode))
+        if whole:
+            def both(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+                return criterion(model, sample)
 
-        def run(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+            return torch.compile(both, **options)
+        compiled_model = torch.compile(model, **options)  # its `training` is the model's
+
+        def model_only(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
             return criterion(compiled_model, sample)
 
+        return model_only
+
+    fullgraph = wrapper is None
+    run = build(fullgraph)
+    how = (f"backend {_name(backend)}, dynamic shapes, "
+           + ("one graph (fullgraph)" if fullgraph else f"fullgraph off: {wrapper}'s hooks split the graph"))
+    if whole:
+        log.info("common.compile: the model and criterion %s compiled together (torch.compile, %s); the first "
+                 "update compiles", name, how)
+    else:
         log.info("common.compile: criterion %s keeps modules or caches of its own and is not traced: the model is "
-                 "compiled (torch.compile, backend %s, dynamic shapes), the criterion runs eagerly", name,
-                 _name(backend))
+                 "compiled (torch.compile, %s), the criterion runs eagerly", name, how)
 
     def fn(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+        nonlocal run, fullgraph
         try:
-            return run(sample)
+            with _DISTINCT_SIZES:
+                return run(sample)
+        except UNTRACEABLE as e:
+            if not fullgraph:
+                raise
+            # dynamo raises while tracing, before anything ran: compiling again in pieces is safe
+            log.info("common.compile: %s cannot be traced whole (%s, at %s): compiled again in pieces that run "
+                     "eagerly in between (fullgraph off)", name if whole else "the model", _first_line(e), _where(e))
+            fullgraph, run = False, build(False)
+            return fn(sample)
         except torch._dynamo.exc.BackendCompilerFailed as e:  # a later shape or branch compiles too
             raise SeqkitError(f"common.compile=true: torch.compile failed ({_first_line(e)}); "
                               "set common.compile=false") from None
 
     return fn
+
+
+def _distributed_wrapper(model: torch.nn.Module) -> Optional[str]:
+    """"DistributedDataParallel" or "FSDP" when ``model`` runs through one (their hooks cannot be
+    traced), else None."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return "DistributedDataParallel"
+    try:
+        from torch.distributed.fsdp import FSDPModule  # torch >= 2.6
+    except ImportError:
+        return None
+    return "FSDP" if isinstance(model, FSDPModule) else None
+
+
+def _where(e: BaseException) -> str:
+    """``file:line`` of the user code where dynamo stopped, or "unknown"."""
+    stack = getattr(e, "real_stack", None)
+    if not stack:
+        return "unknown"
+    path, root = stack[-1].filename, os.getcwd() + os.sep
+    return f"{path[len(root):] if path.startswith(root) else path}:{stack[-1].lineno}"
 
 
 def traceable(criterion: Any) -> bool:

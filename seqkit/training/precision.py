@@ -15,7 +15,8 @@ log = logging.getLogger("seqkit.train")
 
 
 class Precision:
-    """Owns everything that differs between precisions; master weights always stay fp32."""
+    """Owns everything that differs between precisions; master weights always stay fp32 (in the model, or
+    in the optimizer with ``common.param_dtype``: :mod:`seqkit.training.master_weights`)."""
 
     def __init__(self, mode: str, device: torch.device, init_scale: float = 2.0**15, growth_interval: int = 2000,
                  min_scale: float = 1e-4):
@@ -32,9 +33,10 @@ class Precision:
         self.min_scale = min_scale
         self.skipped_steps = 0
         self.overflows = 0
+        self.weights_cast = False  # the model holds bf16/fp16 weights itself (common.param_dtype): no autocast
 
     def autocast(self) -> Any:
-        if self.dtype is None:
+        if self.dtype is None or self.weights_cast:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype)
 

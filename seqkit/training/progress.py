@@ -80,26 +80,38 @@ class Meter:
 
 class ShapeCounter:
     """The distinct batch shapes of an epoch (each new one costs a GPU kernel choice, a cuDNN plan
-    or a compile) and the share of padded positions, per log interval."""
+    or a compile), the share of padded positions, and ``data_wait``: the share of wall time the
+    loop spent blocked waiting for its next collated batch, per log interval and per epoch."""
 
     def __init__(self) -> None:
         self.shapes: set = set()
+        self.epoch_wait, self.epoch_start = 0.0, time.perf_counter()
         self.reset_interval()
 
     def reset_interval(self) -> None:
         self.padded, self.positions = 0, 0
+        self.wait, self.start = 0.0, time.perf_counter()
 
     def add(self, stats: Dict[str, Any]) -> None:
-        """``stats`` of one update from :func:`seqkit.data.prefetch.collate_group`."""
+        """``stats`` of one update from :func:`seqkit.data.prefetch.collate_group` (with the
+        ``data_wait`` seconds the prefetcher adds)."""
         self.shapes.update(stats["shapes"])
         self.padded += stats["padded"]
         self.positions += stats["positions"]
+        self.wait += stats.get("data_wait", 0.0)
+        self.epoch_wait += stats.get("data_wait", 0.0)
 
     def summary(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"distinct_shapes": len(self.shapes)}
         if self.positions:
             out["padding"] = round(self.padded / self.positions, 4)
+        out["data_wait"] = round(self.wait / max(time.perf_counter() - self.start, 1e-9), 4)
         return out
+
+    def epoch_summary(self) -> Dict[str, Any]:
+        """:meth:`summary` with ``data_wait`` over the whole epoch so far."""
+        elapsed = max(time.perf_counter() - self.epoch_start, 1e-9)
+        return {**self.summary(), "data_wait": round(self.epoch_wait / elapsed, 4)}
 
 
 def read_floats(values: Sequence[torch.Tensor]) -> List[float]:

@@ -21,9 +21,10 @@ import torch
 from seqkit.adapt.modes import parameter_line
 from seqkit.core import checkpoints
 from seqkit.core.checkpoints import check_saved_keys, saved_keys
-from seqkit.core.config import to_plain
+from seqkit.core.config import check_compile, to_plain
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
+from seqkit.data.packing import pack_training_set
 from seqkit.data.prefetch import Prefetcher
 from seqkit.models.modules.kernels import use_attention_kernels
 from seqkit.optim.groups import param_groups
@@ -31,6 +32,7 @@ from seqkit.training.compile import loss_function
 from seqkit.training.config import TrainConfig
 from seqkit.training import distributed
 from seqkit.training.distributed import DistInfo, all_reduce_sum
+from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.precision import Precision
 from seqkit.training.progress import Meter, Progress, ShapeCounter, drop_records_after, read_floats
 
@@ -41,6 +43,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, dist: Optional[DistInfo] = None, make_generator: Any = None):
         self.cfg, self.dist = cfg, dist or DistInfo()
         self.device = self.dist.device
+        check_compile(cfg.common, "seqkit-train")  # a compile setting it would ignore: one line, before any loading
         if cfg.common.threads > 0:
             torch.set_num_threads(cfg.common.threads)
         torch.manual_seed(cfg.common.seed)
@@ -54,9 +57,16 @@ class Trainer:
         c = cfg.common
         self.precision = Precision(c.precision, self.device, c.fp16_init_loss_scale, c.fp16_scale_window,
                                    c.fp16_min_loss_scale)
+        # bf16/fp16 weights with fp32 masters in the optimizer: made before DDP sees the parameters
+        decay = getattr(cfg.optimizer, "weight_decay", 0.0)
+        dtype = resolve_param_dtype(c.param_dtype, c.precision, self.device, self.model, cfg.optimizer.name,
+                                    cfg.distributed.strategy, self.dist.world_size)
+        self.master = MasterWeights(self.model, param_groups(self.model, decay), dtype) if dtype is not None else None
+        self.precision.weights_cast = self.master is not None
         # wrap before building the optimizer: FSDP replaces the parameters with sharded ones
         self.train_model = distributed.wrap_model(self.model, cfg.distributed.strategy, self.dist)
-        self.optimizer = OPTIMIZERS.build(cfg.optimizer, param_groups(self.model, getattr(cfg.optimizer, "weight_decay", 0.0)))
+        groups = self.master.groups if self.master is not None else param_groups(self.model, decay)
+        self.optimizer = OPTIMIZERS.build(cfg.optimizer, groups)
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, cfg.optimization.max_update)
         self.make_generator = make_generator
         on_gpu = self.device.type == "cuda"
@@ -65,6 +75,7 @@ class Trainer:
         # lengths padded to a multiple: few distinct shapes for the GPU's kernels and plans
         self.length_multiple = cfg.dataset.required_seq_len_multiple or (8 if on_gpu else 1)
         self.loss_fn = loss_function(self.criterion, self.train_model, True, mode=c.compile_mode) if c.compile else None
+        self._compiling = c.compile  # the first update compiles: its time is logged once
         self._outcomes: List[torch.Tensor] = []  # `stepped` of the updates not yet read (see settle)
         self._last_gnorm: Optional[torch.Tensor] = None
         # position in training; all of it is saved and restored. batch_offset counts the epoch's
@@ -92,7 +103,11 @@ class Trainer:
     def state_dict(self) -> Dict[str, Any]:
         """Everything a checkpoint holds (a collective under FSDP: every rank calls it); of a
         parameter-efficient model only the entries it trains (``saved_keys``)."""
-        model_state, optimizer_state = distributed.full_state(self.model, self.optimizer)
+        if self.master is not None:  # fp32 weights from the masters, optimizer state by parameter names
+            model_state = self.master.model_state(self.model)
+            optimizer_state = self.master.optimizer_state(self.optimizer)
+        else:
+            model_state, optimizer_state = distributed.full_state(self.model, self.optimizer)
         keep = saved_keys(self.model)
         if keep is not None:
             model_state = {k: v for k, v in model_state.items() if k in keep}
@@ -132,8 +147,13 @@ class Trainer:
         keep = saved_keys(self.model)
         check_saved_keys(keep, state["model"], state.get("_path", "checkpoint"))
         try:
-            distributed.load_full_state(self.model, None if weights_only else self.optimizer, state["model"],
-                                        None if weights_only else state["optimizer"], strict=keep is None)
+            if self.master is not None:
+                self.master.load_model_state(self.model, state["model"], strict=keep is None)
+                if not weights_only:
+                    self.master.load_optimizer_state(self.optimizer, state["optimizer"])
+            else:
+                distributed.load_full_state(self.model, None if weights_only else self.optimizer, state["model"],
+                                            None if weights_only else state["optimizer"], strict=keep is None)
         except (RuntimeError, KeyError, ValueError) as e:
             first = str(e).splitlines()[0]
             raise SeqkitError(f"checkpoint does not fit this model: {first}") from None
@@ -195,8 +215,11 @@ class Trainer:
         whether the step was taken stay on the device (a non-finite step is skipped there, see
         ``Precision.step``); ``num_updates`` counts the update as taken until :meth:`settle`
         reads the outcomes, once per log line and before every save or stop."""
+        started = time.perf_counter()
         self.train_model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.master is not None:
+            self.master.zero_grad()  # in place: the model's .grad are views of one buffer per group
         # dividing by the update's total sample size (all batches, all ranks) makes the gradient a
         # per-token mean however the update is split; DDP/FSDP average over ranks, hence * world_size
         # (sample_size: the scored targets where they differ from the tokens, e.g. one label a sentence)
@@ -221,19 +244,27 @@ class Trainer:
                 return self._skip_oom(sample)
             for k, v in logging_output.items():
                 logs[k] = logs[k] + v if k in logs else v
+        if self.master is not None:
+            self.master.grads_to_masters()  # one fp32 cast per group
         for group in self.optimizer.param_groups:  # gradual unfreezing: groups not yet in training
             if group.get("from_epoch", 1) > self.epoch or group.get("from_update", 0) > self.num_updates:
                 for p in group["params"]:
                     p.grad = None  # (computed, and under DDP reduced, then dropped: every rank alike)
-        gnorm = self.precision.unscale_and_clip(self.optimizer, self.model.parameters(), self.cfg.optimization.clip_norm)
+        params = self.master.masters if self.master is not None else self.model.parameters()
+        gnorm = self.precision.unscale_and_clip(self.optimizer, params, self.cfg.optimization.clip_norm)
         lr = self.scheduler.lr_at(self.num_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         stepped = self.precision.step(self.optimizer, gnorm)
+        if self.master is not None:
+            self.master.masters_to_model()  # one cast per group (a skipped step copies back what was there)
         self.num_updates += 1  # counted as taken until settle() reads `stepped`
         self._outcomes.append(stepped)
         self._last_gnorm = gnorm
         logs["gnorm"], logs["lr"], logs["stepped"] = gnorm, lr, stepped
+        if self._compiling:  # host time: the compiling is the host's; the GPU's work is still queued
+            log.info("common.compile: first update compiled in %.1f s", time.perf_counter() - started)
+            self._compiling = False
         return logs
 
     def _loss_scale(self, local: float) -> Any:
@@ -279,13 +310,17 @@ class Trainer:
         zero = torch.zeros(())
         return {"gnorm": zero, "lr": self.scheduler.lr_at(self.num_updates), "stepped": zero}
 
-    def _load(self, split: str) -> Any:
+    def _load(self, split: str, training: bool = False) -> Any:
         """The task's dataset of ``split``, padding its batches to ``length_multiple`` (not past the
-        model's positions)."""
+        model's positions); for ``training`` in packed rows with ``dataset.pack`` (seqkit/data/packing.py)."""
         dataset = self.task.load_dataset(split)
         if self.length_multiple > 1 and hasattr(dataset, "length_multiple"):
             dataset.length_multiple = self.length_multiple
             dataset.length_cap = min(p for p in self.model.max_positions() if p)
+        d = self.cfg.dataset
+        if training and d.pack:
+            dataset = pack_training_set(dataset, self.model, d.max_tokens, d.max_sentences, d.pack_length,
+                                        self.criterion)
         return dataset
 
     # -- validation -------------------------------------------------------------------------------
@@ -343,7 +378,7 @@ class Trainer:
     def run(self) -> Dict[str, Any]:
         cfg = self.cfg
         self.maybe_resume()
-        train = self._load(cfg.dataset.train_subset)
+        train = self._load(cfg.dataset.train_subset, training=True)
         max_src, max_tgt = self.model.max_positions()
         too_long = train.too_long(max_src, max_tgt)
         if len(too_long):
@@ -447,7 +482,7 @@ class Trainer:
                     self.save(end_of_epoch=False)
         finally:
             prefetcher.close()
-        log.info("epoch %d: %s", self.epoch, ", ".join(f"{k} {v}" for k, v in shapes.summary().items()))
+        log.info("epoch %d: %s", self.epoch, ", ".join(f"{k} {v}" for k, v in shapes.epoch_summary().items()))
         return None, True
 
     def _end_epoch(self, progress: Progress, epoch_done: bool) -> Optional[Dict[str, float]]:

@@ -88,12 +88,17 @@ def _set_priority(names: Tuple[str, ...]) -> bool:
     return True
 
 
-def padding_mask(keep: torch.Tensor) -> Optional[torch.Tensor]:
+def padding_mask(keep: torch.Tensor, padded: Optional[bool] = None) -> Optional[torch.Tensor]:
     """The attention mask ``(B, 1, 1, S)`` of ``keep`` ``(B, S)`` (True at real tokens), or None.
+    ``padded`` False: the caller knows on the host that no row has padding (collation's
+    ``src_padded``), so None on every device without asking.
 
     On CPU a batch without padding gets None, which lets SDPA take its fastest path. On CUDA the
     mask always: asking whether there is padding (``bool(keep.all())``) would make the host wait
-    for the GPU at every forward, and the efficient kernel takes masks (flash takes none)."""
-    if keep.device.type != "cuda" and bool(keep.all()):
+    for the GPU at every forward, and the efficient kernel takes masks (flash takes none). Under
+    ``torch.compile`` the mask always too: the question would break the graph in two."""
+    if padded is False:
+        return None
+    if padded is None and keep.device.type != "cuda" and not torch.compiler.is_compiling() and bool(keep.all()):
         return None
     return keep[:, None, None, :]  # (B, 1, 1, S)

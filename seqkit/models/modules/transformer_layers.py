@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -130,6 +130,7 @@ class DecoderLayer(nn.Module):
         memory: Optional[torch.Tensor] = None,
         need_weights: bool = False,
         self_bias: Optional[torch.Tensor] = None,
+        self_mask: Optional[Any] = None,
     ) -> Tuple[torch.Tensor, KV, Optional[torch.Tensor]]:
         """``x`` ``(B, T, C)``. Training: ``self_kv`` None and causal attention over ``x``.
         Incremental: ``x`` is one step ``(B, 1, C)`` and ``self_kv`` the cached keys/values (of rows
@@ -140,10 +141,15 @@ class DecoderLayer(nn.Module):
         ``cross_kv`` they are projected from ``memory`` ``(B, S, C)`` here, inside this layer's forward
         (where FSDP has the layer's weights gathered). With ``need_weights`` the cross-attention
         weights averaged over heads ``(B, T, S)`` come third (else None). ``self_bias`` ``(1, H, T, t)``
-        is added to the self-attention scores (relative positions)."""
+        is added to the self-attention scores (relative positions). ``self_mask`` ``(B, 1, T, T)`` or a
+        FlexAttention ``BlockMask``: the self-attention's mask in place of the causal one (packed
+        rows: causal within each sentence, see :mod:`seqkit.models.modules.document_masks`)."""
         if cross_kv is None:
             cross_kv = self.cross_attn.project_kv(memory)
-        y, new_kv = self.self_attn(self.self_res.pre(x), is_causal=self_kv is None and x.size(1) > 1, kv=self_kv,
+        # causal whatever T (one position attends to itself either way): a test of T would be a
+        # symbolic bool under torch.compile's dynamic shapes, which SDPA cannot take
+        y, new_kv = self.self_attn(self.self_res.pre(x), attn_mask=self_mask,
+                                   is_causal=self_kv is None and self_mask is None, kv=self_kv,
                                    kv_order=self_kv_order, bias=self_bias)
         x = self.self_res.post(x, y)
         B, T, C = x.shape
