@@ -24,7 +24,6 @@ import dataclasses
 import datetime
 import difflib
 import json
-import math
 import os
 import random
 import re
@@ -40,6 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from gpu_children import CHILDREN, read_source, significant  # benchmarks/gpu_children.py: the measured child programs
+from arguments import Parser, comma_list, one_of, out_file, positive, tatoeba_data  # benchmarks/arguments.py
 from translation import train_flops  # benchmarks/translation.py, beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -450,59 +450,6 @@ def grid(plan: Plan, bin_dir: str, work: str, device: str, bare_all: bool, resul
 
 
 # -- the arguments: every one checked before anything runs ------------------------------------------
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line: no usage block, no traceback
-        self.exit(2, f"benchmarks/gpu.py: {message}\n")
-
-
-def positive(kind: type, what: str) -> Any:
-    """An argparse type: a positive ``kind`` (int, float), ``what`` naming it in the error."""
-    def parse(text: str) -> Any:
-        try:
-            x = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not (math.isfinite(x) and x > 0):
-            raise argparse.ArgumentTypeError(f"{text} is not positive")
-        return x
-    return parse
-
-
-def one_of(choices: Any, kind: str) -> Any:
-    def check(text: str) -> str:
-        if text not in choices:
-            near = difflib.get_close_matches(text, list(choices), n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            raise argparse.ArgumentTypeError(f"unknown {kind} {text!r}{hint}; valid: {', '.join(choices)}")
-        return text
-    return check
-
-
-def comma_list(item: Any) -> Any:
-    def parse(text: str) -> List[Any]:
-        values = [item(v.strip()) for v in text.split(",")]
-        if len(set(values)) < len(values):
-            raise argparse.ArgumentTypeError(f"{text!r} names one value twice")
-        return values
-    return parse
-
-
-def tatoeba_data(text: str) -> str:
-    if not os.path.isfile(os.path.join(text, "deu.txt")):
-        why = "no such folder" if not os.path.isdir(text) else "holds no deu.txt (Tatoeba's English<TAB>German pairs)"
-        raise argparse.ArgumentTypeError(f"{text}: {why}")
-    return text
-
-
-def out_file(text: str) -> str:
-    folder = os.path.dirname(os.path.abspath(text))
-    if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"{folder}: no such folder")
-    if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a folder")
-    return text
-
-
 def seqkit_refuses(models: List[str], extra: List[str]) -> Optional[str]:
     """Why seqkit refuses ``--models`` (each must be a registered model or preset with the encoder-decoder
     Transformer's config, which the FLOP count reads) or ``--extra`` (seqkit-train's own check, in this

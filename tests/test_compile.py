@@ -19,6 +19,7 @@ import seqkit
 from label_fixtures import single, tagged  # noqa: F401  (fixtures, by name)
 from seqkit.cli.common import ConfigBuilder
 from seqkit.core.errors import SeqkitError
+from seqkit.data.packing import pack_training_set
 from seqkit.data.toy_corpus import make_corpus
 from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.space import SpaceConfig
@@ -234,6 +235,47 @@ def test_model_and_loss_compile_to_one_graph_for_all_shapes(name, request, tmp_p
     assert not [m for m in messages if "cannot be traced whole" in m]
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, shapes
+
+
+def test_packed_batches_give_one_graph_of_identical_inputs(data_dir, tmp_path):
+    """Packed batches with different numbers of real target tokens: one graph (fullgraph), and
+    every input the graph is called with (tensors' shapes, sizes) is the same for all of them, the
+    precondition of one CUDA graph under common.compile_mode=reduce-overhead (inductor records one
+    per distinct integer inputs). With the loss over an index of the real targets, the index's
+    length was an input that changed with every batch, and so was collation's ``ntokens`` as logged."""
+    t = tiny(data_dir, tmp_path, *TINY_TRANSFORMER, LABEL_SMOOTHED, "model.dropout=0")  # (eager's losses)
+    packed = pack_training_set(t.task.load_dataset("train"), t.model, max_tokens=200, max_sentences=0, pack_length=40)
+    samples = [packed.collate(b) for b in packed.batches(200, seed=1, epoch=1)[:3]]
+    assert len({s["ntokens"] for s in samples}) == 3, [s["ntokens"] for s in samples]
+    tensors = [{k: tuple(v.shape) for k, v in {**s["net_input"], "target": s["target"]}.items()} for s in samples]
+    assert all(shapes == tensors[0] for shapes in tensors), tensors
+    calls = []
+
+    def recording(gm, example_inputs):  # dynamo's graph, run as it is; what each call passes it, recorded
+        def run(*args):
+            calls.append([tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
+            return gm(*args)
+
+        return run
+
+    t.model.train()
+    eager = [float(t.criterion(t.model, s)[0]) for s in samples]
+    with logged("seqkit.train") as messages:
+        fn = loss_function(t.criterion, t.model, True, backend=recording)
+        counters.clear()  # (the platform probe's graph)
+        calls.clear()
+        losses = []
+        for sample in samples:
+            loss, n, logs = fn(sample)
+            loss.backward()
+            losses.append(float(loss))
+            # the real targets, not B * T: on the device (collation's host int stays out of the graph)
+            assert int(n) == int(logs["sample_size"]) == int(logs["ntokens"]) == sample["ntokens"]
+    assert any("one graph (fullgraph)" in m for m in messages), messages
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1
+    assert len(calls) == 3 and calls[1] == calls[0] and calls[2] == calls[0]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-5, atol=0)
 
 
 class Branchy(torch.nn.Module):

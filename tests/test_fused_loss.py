@@ -1,6 +1,7 @@
-"""The fused projection + label-smoothed loss over the scored rows only (``target_index``): the
-same losses and gradients as the logits path, no (N, V) tensor kept for backward, and the
-Transformer's maskless attention when collation says no source is padded."""
+"""The fused projection + label-smoothed loss over the scored rows only (``target_index``) or over
+all rows weighted 0 at padding (``fixed_shape``, packed batches): the same losses and gradients as
+the logits path, no (N, V) tensor kept for backward, and the Transformer's maskless attention when
+collation says no source is padded."""
 
 import dataclasses
 from types import SimpleNamespace
@@ -49,6 +50,11 @@ def logits_path(sample):
     return {k: v for k, v in sample.items() if k != "target_index"}
 
 
+def all_rows_path(sample):
+    """As packed collation gives it: no index, all B*T rows weighted by target != pad."""
+    return {**logits_path(sample), "fixed_shape": True}
+
+
 def run(criterion, model, sample):
     model.zero_grad(set_to_none=True)
     loss, n, log = criterion(model, sample)
@@ -77,13 +83,68 @@ def test_fused_equals_logits_path_fp32(criterion, changes):
         torch.testing.assert_close(grads[k], ref_grads[k], rtol=1e-5, atol=2e-6, msg=k)
 
 
-def test_frozen_values_fp32():
+@pytest.mark.parametrize("path", [lambda s: s, all_rows_path], ids=["index", "all_rows"])
+def test_frozen_values_fp32(path):
     model = tiny_model()
-    loss, _, log, grads = run(CRITERIA[1], model, tiny_sample())
-    # frozen: a change here means the loss's numerics changed
+    loss, _, log, grads = run(CRITERIA[1], model, path(tiny_sample()))
+    # frozen: a change here means the loss's numerics changed (both paths: the same rows count)
     assert loss.item() == pytest.approx(42.30556, abs=1e-4)
     assert log["nll_loss"].item() == pytest.approx(42.15664, abs=1e-4)
     assert grads["tgt_embed.weight"].norm().item() == pytest.approx(10.54634, abs=1e-4)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA, ids=["ce", "ls"])
+@pytest.mark.parametrize("changes", [{}, {"output_bias": True, "scale_output": True}], ids=["tied", "bias_scale"])
+def test_all_rows_weighted_equal_the_index_path(criterion, changes, monkeypatch):
+    """Packed batches (``fixed_shape``): all 15 rows with weight 0 at the 4 padded ones give the
+    index path's loss, NLL and gradients, with the count of real targets as sample_size."""
+    model = tiny_model(**changes)
+    sample = tiny_sample()
+    loss, n, log, grads = run(criterion, model, sample)
+    rows = []
+    real_apply = FusedLinearSmoothedNLL.apply
+    monkeypatch.setattr(FusedLinearSmoothedNLL, "apply", lambda x, *a: rows.append(x.size(0)) or real_apply(x, *a))
+    all_loss, all_n, all_log, all_grads = run(criterion, model, all_rows_path(sample))
+    assert rows == [15]  # B * T, whatever the sample's real targets
+    assert isinstance(all_n, torch.Tensor) and int(all_n) == n == 11 and int(all_log["sample_size"]) == 11
+    # the same count logged from the device: a host int read in a compiled graph would be one of its inputs
+    assert isinstance(all_log["ntokens"], torch.Tensor) and int(all_log["ntokens"]) == log["ntokens"] == 11
+    torch.testing.assert_close(all_loss, loss, rtol=1e-6, atol=0)
+    torch.testing.assert_close(all_log["nll_loss"], log["nll_loss"], rtol=1e-6, atol=0)
+    assert set(all_grads) == set(grads)
+    for k in grads:
+        torch.testing.assert_close(all_grads[k], grads[k], rtol=1e-5, atol=2e-6, msg=k)
+
+
+def test_weight_zero_rows_add_no_loss_and_no_gradient(monkeypatch):
+    """The function itself: a 0/1 ``keep`` over all rows is the selection of the kept rows, a block
+    of rows at a time too, and the rows weighted 0 get a zero gradient."""
+    torch.manual_seed(0)
+    x = torch.randn(9, 8, requires_grad=True)
+    w = torch.randn(11, 8, requires_grad=True)
+    target = torch.randint(0, 11, (9,))
+    keep = torch.tensor([1, 1, 0, 1, 0, 0, 1, 1, 0], dtype=torch.float32)
+    kept = keep.bool()
+
+    def grads(*args):
+        x.grad = w.grad = None
+        loss, nll = FusedLinearSmoothedNLL.apply(*args)
+        (loss * 0.7).backward()
+        return loss.detach(), nll, x.grad.clone(), w.grad.clone()
+
+    loss, nll, gx, gw = grads(x, w, None, target, keep, 0.1, torch.float32)
+    ref_loss, ref_nll, ref_gx, ref_gw = grads(x[kept], w, None, target[kept], None, 0.1, torch.float32)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=0)
+    torch.testing.assert_close(nll, ref_nll, rtol=1e-6, atol=0)
+    torch.testing.assert_close(gw, ref_gw, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gx[kept], ref_gx[kept], rtol=1e-5, atol=1e-6)  # (ref_gx: x[kept]'s rows, scattered back)
+    assert gx[~kept].abs().max().item() == 0.0
+    monkeypatch.setattr(FusedLinearSmoothedNLL, "block_elements", 11 * 4)  # 4 rows a block, the last shorter
+    blocked = grads(x, w, None, target, keep, 0.1, torch.float32)
+    for a, b in zip(blocked, (loss, nll, gx, gw)):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    # frozen: a change here means the weighted numerics changed
+    assert loss.item() == pytest.approx(21.41619, abs=1e-4)
 
 
 def test_blocks_of_rows_give_the_same_result(monkeypatch):
@@ -117,7 +178,7 @@ def test_bf16_weights_without_autocast():
     x = torch.randn(7, 8, dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(11, 8, dtype=torch.bfloat16, requires_grad=True)
     target = torch.randint(0, 11, (7,))
-    loss, nll = FusedLinearSmoothedNLL.apply(x, w, None, target, 0.1, torch.bfloat16)
+    loss, nll = FusedLinearSmoothedNLL.apply(x, w, None, target, None, 0.1, torch.bfloat16)
     loss.backward()
     assert loss.dtype == torch.float32 and x.grad.dtype == w.grad.dtype == torch.bfloat16
     z = (x.float() @ w.float().t()).bfloat16().float()

@@ -28,6 +28,20 @@ def make_cfg(data_dir, save_dir, *extra):
     return OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(overrides))
 
 
+def count_reads(monkeypatch):
+    """The list every Tensor method that reads a device value (``READS``) appends its name to from now on."""
+    reads = []
+    for name in READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            reads.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return reads
+
+
 def train_records(save_dir):
     with open(save_dir / "train_log.jsonl", encoding="utf-8") as f:
         return [r for r in map(json.loads, f) if r["tag"] == "train"]
@@ -121,15 +135,7 @@ def test_an_update_reads_nothing_from_the_device(data_dir, tmp_path, monkeypatch
     ds = t._load("train")
     samples = [ds.collate(b) for b in ds.batches(200, seed=1, epoch=1)[:3]]
     t.train_step([samples[0]])  # warm-up: the optimizer builds its state
-    reads = []
-    for name in READS:
-        original = getattr(torch.Tensor, name)
-
-        def counted(self, *args, _original=original, _name=name, **kwargs):
-            reads.append(_name)
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
+    reads = count_reads(monkeypatch)
     logs = [t.train_step([{k: v for k, v in samples[1].items() if k != "src_padded"}])]
     assert "__bool__" in reads  # the counter sees reads: without collation's flag, the CPU asks "is there padding?"
     reads.clear()

@@ -15,7 +15,7 @@ from seqkit.optim.groups import param_groups
 from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.trainer import Trainer
 
-from test_gpu_path import READS, make_cfg
+from test_gpu_path import count_reads, make_cfg
 from test_trainer import data_dir  # noqa: F401  (the toy corpus, binarized: a fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -24,20 +24,6 @@ from casts import CastCounter  # noqa: E402
 
 def as_on_a_gpu(monkeypatch):
     casts.as_on_a_gpu(monkeypatch.setattr)
-
-
-def count_reads(monkeypatch):
-    """The list every Tensor method that reads a device value appends its name to from now on."""
-    reads = []
-    for name in READS:
-        original = getattr(torch.Tensor, name)
-
-        def counted(self, *args, _original=original, _name=name, **kwargs):
-            reads.append(_name)
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    return reads
 
 
 def samples_of(trainer, n):

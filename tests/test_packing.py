@@ -71,7 +71,7 @@ def test_packed_sample_layout(tmp_path):
     assert ni["tgt_segments"].tolist() == [[0, 0, 0, 0, 1, 1], [0, 0, 0, -1, -1, -1]]
     assert ni["tgt_positions"].tolist() == [[0, 1, 2, 3, 0, 1], [0, 1, 2, 0, 0, 0]]
     assert ni["src_lengths"].tolist() == [5, 4]
-    assert s["target_index"].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert s["fixed_shape"] is True and "target_index" not in s  # the loss takes all 12 rows, padding weighted 0
     assert (s["ntokens"], s["nsentences"], s["id"].tolist()) == (9, 3, [1, 0, 2])
     assert padding_counts(s) == (3 + 3, 24)  # the train log's `padding`: 6 of 24 positions
 
@@ -147,8 +147,8 @@ def test_pack_is_refused_where_it_cannot_apply(data_dir, tmp_path):  # noqa: F81
     with pytest.raises(SeqkitError, match="max_sentences"):
         pack_training_set(ds, model, 200, 8, 40)
     stream = _pairs(tmp_path, [([4, 5], [6]), ([7], [8, 9, 10])]).src
-    with pytest.raises(SeqkitError, match="sample_break_mode=eos"):
-        pack_training_set(TokenBlockDataset(stream, ds.src_dict, 4, "eos"), model, 200, 0, 0)
+    with pytest.raises(SeqkitError, match="packed for lm models, not TransformerModel"):
+        pack_training_set(TokenBlockDataset(stream, ds.src_dict, 4, "eos"), model, 200, 0, 0)  # (tests/test_packing_lm.py)
     blocks = TokenBlockDataset(stream, ds.src_dict, 4, "none")
     assert pack_training_set(blocks, model, 200, 0, 0) is blocks  # rows of one length already
     with pytest.raises(SeqkitError, match="less than one batch"):

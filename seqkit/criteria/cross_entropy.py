@@ -6,12 +6,16 @@ scores the logits ``(..., V)`` against ``sample["target"]`` ``(...)``, skipping 
 the task counts metrics (``task.count_metrics(logits, sample)``: accuracy, F1, ...), the counts go
 into the logging output, to be summed and turned into metrics by the task's ``reduce_metrics``.
 
-Fused path: where the sample lists its scored positions (``target_index``, set by translation's
-collation) and the model gives features and its output projection apart (``forward(...,
-features_only=True)`` and ``output_projection()``, seqkit's Transformer), the loss takes the
-features of the scored rows only and projects them a block of rows at a time inside
-:class:`FusedLinearSmoothedNLL`: neither the ``(N, V)`` logits nor their log-probs outlive the
-forward. A task that counts metrics on logits, or any other model, takes the logits path.
+Fused path: where the model gives features and its output projection apart (``forward(...,
+features_only=True)`` and ``output_projection()``, seqkit's Transformer) and the sample says which
+rows to score, the loss projects the rows a block at a time inside :class:`FusedLinearSmoothedNLL`:
+neither the ``(N, V)`` logits nor their log-probs outlive the forward. The sample says it one of
+two ways (:func:`fused_smoothed_nll`): ``target_index`` ``(N,)``, the flat positions of the real
+targets (token-budget batches, set by translation's collation: padding can be a third of the rows,
+and it is never projected), or ``fixed_shape=True`` (packed batches, ~2% padding): all ``B*T``
+rows, weighted 1 at real targets and 0 at padding, so that every batch gives the loss inputs of one
+shape (what CUDA graphs need; an index of N rows would change length from batch to batch). A task
+that counts metrics on logits, or any other model, takes the logits path.
 """
 
 from __future__ import annotations
@@ -139,16 +143,20 @@ class FusedLinearSmoothedNLL(torch.autograd.Function):
     and ``(p - q).T @ x`` summed in fp32 for ``weight``), so what is kept for backward is
     ``(N, C)`` and ``(V, C)``, and backward only scales them by the incoming gradient (the loss is
     a sum: its gradient a scalar). The same matmuls as projection + loss + their backward, and no
-    recomputation. ``bias`` is a fixed buffer (no gradient)."""
+    recomputation. ``bias`` is a fixed buffer (no gradient). ``keep`` ``(N,)`` float, or None for
+    all 1: a weight per row that multiplies its loss terms and its ``p - q`` row, so a row of weight
+    0 (padding) adds neither loss nor gradient: all ``B*T`` rows of a fixed-shape batch go in,
+    instead of an index of the scored ones whose length changes from batch to batch."""
 
     # the largest block of logits, in elements (fp32: 256 MiB); one block under torch.compile
     block_elements = 1 << 26
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
-                eps: float, dtype: torch.dtype, grad: bool = True):
-        # x (N, C) and weight (V, C) as the model holds them, multiplied in ``dtype``; target (N,) long;
-        # grad: whether the caller records gradients (needs_input_grad does not know: validation)
+                keep: Optional[torch.Tensor], eps: float, dtype: torch.dtype, grad: bool = True):
+        # x (N, C) and weight (V, C) as the model holds them, multiplied in ``dtype``; target (N,) long, a
+        # valid class at every row (weight-0 rows too); keep (N,) float 1/0 or None; grad: whether the
+        # caller records gradients (needs_input_grad does not know: validation)
         with torch.autocast(x.device.type, enabled=False):
             xc, w = x.to(dtype), weight.to(dtype)  # (N, C), (V, C)
             b = None if bias is None else bias.to(dtype)
@@ -163,11 +171,14 @@ class FusedLinearSmoothedNLL(torch.autograd.Function):
             # compiled: one block, not a range over the symbolic N (which would specialize it: a graph per N)
             for a in (0,) if torch.compiler.is_compiling() else range(0, N, step):
                 xr, t = xc[a : a + step], target[a : a + step]  # (n, C), (n,)
+                k = None if keep is None else keep[a : a + step]  # (n,)
                 z = F.linear(xr, w, b)  # (n, V) in dtype
                 lp = z.log_softmax(dim=-1, dtype=torch.promote_types(z.dtype, torch.float32))  # (n, V)
                 del z
                 nll = -lp.gather(1, t[:, None]).squeeze(1)  # (n,)
                 loss = (1.0 - eps - eps_i) * nll + eps_i * -lp.sum(dim=-1) if eps > 0 else nll
+                if k is not None:
+                    nll, loss = nll * k, loss * k
                 losses.append(loss.sum())
                 nlls.append(nll.sum())
                 if want_x or want_w:
@@ -175,6 +186,8 @@ class FusedLinearSmoothedNLL(torch.autograd.Function):
                     if eps_i:
                         p.sub_(eps_i)
                     p[torch.arange(p.size(0), device=p.device), t] -= 1.0 - eps - eps_i  # p - q
+                    if k is not None:
+                        p.mul_(k[:, None])  # padding's rows: 0
                     g = p.to(dtype)  # (n, V)
                     del lp, p
                     if want_x:
@@ -196,7 +209,7 @@ class FusedLinearSmoothedNLL(torch.autograd.Function):
         gx, gw = ctx.saved_tensors
         dx = None if gx is None else (gx * grad_loss.to(gx.dtype)).to(ctx.x_dtype)
         dw = None if gw is None else (gw * grad_loss).to(ctx.w_dtype)
-        return dx, dw, None, None, None, None, None
+        return dx, dw, None, None, None, None, None, None
 
 
 def core_model(model: Any) -> Any:
@@ -228,16 +241,26 @@ def _sharded(t: torch.Tensor) -> bool:
     return isinstance(t, DTensor)
 
 
-def fused_smoothed_nll(model: Any, sample: Dict[str, Any],
-                       eps: float) -> Optional[Tuple[torch.Tensor, torch.Tensor, int]]:
-    """The summed (label-smoothed) loss and NLL over the scored rows ``sample["target_index"]``
-    (the targets that are not ``task.ignore_index``) and their count, through
-    :class:`FusedLinearSmoothedNLL`; None where the sample or the model does not offer it (see the
-    module docstring), its projection is sharded (FSDP: only its forward gathers the weights), or it
-    would multiply in fp16."""
-    index = sample.get("target_index")
+def fused_smoothed_nll(model: Any, sample: Dict[str, Any], ignore_index: int,
+                       eps: float) -> Optional[Tuple[torch.Tensor, torch.Tensor, Any]]:
+    """The summed (label-smoothed) loss and NLL over the real targets (those that are not
+    ``ignore_index``) and their count, through :class:`FusedLinearSmoothedNLL`, over the rows the
+    sample names:
+
+    - ``sample["fixed_shape"]`` True (packed collation: every batch of one shape, ~2% padding):
+      all ``B*T`` rows, weighted by ``target != ignore_index``; the count is a 0-d tensor (read on
+      the host only when logged; collation's ``ntokens`` is the same count, on the host). Every
+      input of the loss then has one shape whatever the batch's real tokens: one CUDA graph.
+    - else ``sample["target_index"]`` ``(N,)`` (token-budget collation): the N listed rows only (no
+      host read), so padding is never projected; the count is N.
+
+    None where the sample names neither, the model does not offer the fused path (see the module
+    docstring), its projection is sharded (FSDP: only its forward gathers the weights), or it would
+    multiply in fp16."""
+    fixed = bool(sample.get("fixed_shape", False))
+    index = None if fixed else sample.get("target_index")
     core = core_model(model)
-    if index is None or "features_only" not in getattr(core, "forward_options", ()):
+    if (not fixed and index is None) or "features_only" not in getattr(core, "forward_options", ()):
         return None
     projection = core.output_projection()
     if projection is None or _sharded(projection[0]):
@@ -248,13 +271,22 @@ def fused_smoothed_nll(model: Any, sample: Dict[str, Any],
     if dtype == torch.float16:  # unscaled p - q summed over rows could overflow fp16 (GradScaler's scale is outside)
         return None
     features = model(**model_inputs(model, sample), features_only=True)  # (B, T, C)
-    x = features.reshape(-1, features.size(-1)).index_select(0, index)  # (N, C): scored rows only, no host read
+    x = features.reshape(-1, features.size(-1))  # (B*T, C)
+    target = sample["target"].reshape(-1)  # (B*T,)
+    if fixed:
+        real = target.ne(ignore_index)  # (B*T,) on the device: nothing read, no size that depends on the batch
+        count: Any = real.sum()
+        keep: Optional[torch.Tensor] = real.float()
+        if ignore_index < 0:
+            target = target.clamp(min=0)  # gather needs a valid class at the weight-0 rows too
+    else:
+        x, target = x.index_select(0, index), target.index_select(0, index)  # (N, C), (N,): scored rows only
+        count, keep = index.numel(), None
     if scale != 1.0:
         x = x * scale
-    target = sample["target"].reshape(-1).index_select(0, index)  # (N,)
     dtype = torch.promote_types(dtype, x.dtype) if not torch.is_autocast_enabled(kind) else dtype
-    loss, nll = FusedLinearSmoothedNLL.apply(x, weight, bias, target, eps, dtype, torch.is_grad_enabled())
-    return loss, nll, index.numel()
+    loss, nll = FusedLinearSmoothedNLL.apply(x, weight, bias, target, keep, eps, dtype, torch.is_grad_enabled())
+    return loss, nll, count
 
 
 def smoothed_nll(model: Any, sample: Dict[str, Any], ignore_index: int,
@@ -275,7 +307,8 @@ def criterion_loss(model: Any, sample: Dict[str, Any], task: Any,
                    eps: float) -> Tuple[torch.Tensor, Any, Dict[str, Any]]:
     """``(loss, sample_size, logging_output)``: the fused path where it applies and the task counts
     no metrics on logits, else the logits path."""
-    fused = None if getattr(task, "count_metrics", None) is not None else fused_smoothed_nll(model, sample, eps)
+    counts = getattr(task, "count_metrics", None) is not None
+    fused = None if counts else fused_smoothed_nll(model, sample, task.ignore_index, eps)
     if fused is not None:
         loss, nll, ntokens = fused
         return loss, ntokens, _logging(task, loss, nll, sample, ntokens, None)
@@ -286,11 +319,14 @@ def criterion_loss(model: Any, sample: Dict[str, Any], task: Any,
 def _logging(task: Any, loss: torch.Tensor, nll: torch.Tensor, sample: Dict[str, Any], ntokens: Any,
              logits: Optional[torch.Tensor]) -> Dict[str, Any]:
     """The logging output: numbers, or 0-d tensors left on the device (a GPU step never waits to
-    read them; the trainer sums them and reads them once per log line)."""
+    read them; the trainer sums them and reads them once per log line). A ``fixed_shape`` batch logs
+    the device count as ``ntokens`` (the same number): collation's host int, read in a compiled
+    function, would be an input of its graph that changes with every batch (a CUDA graph each)."""
+    host = not sample.get("fixed_shape", False)
     out = {
         "loss": loss.detach(),
         "nll_loss": nll.detach(),
-        "ntokens": int(sample.get("ntokens", ntokens)),  # throughput; equals sample_size for translation
+        "ntokens": int(sample.get("ntokens", ntokens)) if host else ntokens,  # throughput (translation: sample_size)
         "nsentences": int(sample["target"].size(0)),
         "sample_size": ntokens,
     }

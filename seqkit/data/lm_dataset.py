@@ -12,6 +12,9 @@ then read but not scored, as ``transformers`` scores a text.
     eos       one line per block (a line longer than ``tokens_per_sample`` is cut into several)
     complete  as many whole lines as fit in ``tokens_per_sample`` (a longer line is cut, alone)
 
+``dataset.pack`` trains on ``eos`` and ``complete`` blocks several to a row of one length, each
+block attending to itself only (:class:`seqkit.data.packing.PackedBlockDataset`).
+
 ``context_window`` (evaluation): each block's input also reads up to that many tokens before the
 block, whose targets are not scored (``pad``): every token is scored once, with at least
 ``context_window`` tokens of left context where the stream has them.
@@ -81,7 +84,7 @@ class TokenBlockDataset(PaddedBatches):
         self.data, self.dictionary = data, dictionary
         self.stream = data.tokens  # memory-mapped, all lines back to back
         self.starts, self.ends = block_bounds(data.sizes, tokens_per_sample, break_mode)
-        self.break_mode = break_mode  # "none": blocks of one length (what dataset.pack asks for)
+        self.break_mode = break_mode  # dataset.pack: "none" blocks are rows of one length already, others are packed
         self.input_starts = np.maximum(self.starts - context_window, 0)
         self.src_sizes = self.ends - self.input_starts  # (N,) input length of each block
         self.tgt_sizes = None
@@ -118,10 +121,11 @@ class TokenBlockDataset(PaddedBatches):
             target[0] = self.pad
         return inputs, target
 
-    def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
-        """:meth:`block` of each index, padded: ``src_tokens`` and ``target`` ``(B, L)``, vectorised
-        (one read of the stream for the targets, one for the inputs, no row loop)."""
-        ids = np.array(indices, dtype=np.int64).reshape(-1)  # (B,)
+    def flat_blocks(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`block` of each index ``(B,)``, back to back: inputs and targets ``(sum L,)`` int64
+        and the lengths ``(B,)``, vectorised (one read of the stream for the targets, one for the
+        inputs, no row loop). What :meth:`collate` pads and packed rows
+        (:class:`seqkit.data.packing.PackedBlockDataset`) lay out."""
         s, a, b = self.input_starts[ids], self.starts[ids], self.ends[ids]  # (B,) each
         if not self.eos_prefix:  # nothing before the stream's first token: read, not scored (see block)
             first = s == 0
@@ -134,6 +138,12 @@ class TokenBlockDataset(PaddedBatches):
         target[pos < np.repeat(a, lengths)] = self.pad  # context: read, not scored
         inputs = self.stream[np.maximum(pos - 1, 0)].astype(np.int64)  # each token's predecessor
         inputs[pos == 0] = self.eos  # eos stands before the split's first token
+        return inputs, target, lengths
+
+    def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
+        """:meth:`block` of each index, padded: ``src_tokens`` and ``target`` ``(B, L)``."""
+        ids = np.array(indices, dtype=np.int64).reshape(-1)  # (B,)
+        inputs, target, lengths = self.flat_blocks(ids)
         target_m = self.pad_flat(target, lengths, self.pad)  # (B, L)
         scored = int((target != self.pad).sum())
         return {

@@ -15,6 +15,10 @@ new masks every epoch (dynamic, RoBERTa) or, with ``mask_copies`` k >= 1, k fixe
 of every block for the whole run (BERT's static masking, its data duplicated k times). Batches
 carry ``masked_tokens`` ``(B, S)`` and the original ids of those positions as ``target`` ``(N,)``,
 in row-major order, so models compute the vocabulary projection at the N masked positions only.
+
+``dataset.pack`` trains on blocks of ``sample_break_mode`` eos or complete several to a row of one
+length, each attending to itself only (:class:`seqkit.data.packing.PackedBlockDataset`; without
+sentence pairs or span masking, whose labels and indices are kept per row).
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class MaskedLMDataset(PaddedBatches):
         self.data, self.dictionary, self.sp, self.opts = data, dictionary, specials, opts
         self.stream = data.tokens
         self.starts, self.ends = block_bounds(data.sizes, budget, break_mode)
-        self.break_mode = break_mode  # "none": blocks of one length (what dataset.pack asks for)
+        self.break_mode = break_mode  # dataset.pack: "none" blocks are rows of one length already, others are packed
         self.line_ends = np.asarray(data.offsets[1:], dtype=np.int64)  # stream positions after each line's eos
         self.word_starts = word_starts
         self.seed, self.epoch = seed, 0
@@ -161,6 +165,30 @@ class MaskedLMDataset(PaddedBatches):
                                                       leave_unmasked_prob=o.leave_unmasked_prob,
                                                       random_token_prob=o.random_token_prob, word_starts=ws)
         return out
+
+    # -- packed rows (dataset.pack, seqkit.data.packing.PackedBlockDataset) -------------------------
+    masked_lm = True  # packed rows carry masked_tokens (B, L) and the masked positions' ids (N,)
+
+    @property
+    def pad(self) -> int:
+        return self.sp.pad
+
+    def packing_refusal(self) -> Optional[str]:
+        """Why these samples cannot be packed several to a row, or None."""
+        if self.opts.sentence_pairs != "none":
+            return f"task.sentence_pairs={self.opts.sentence_pairs} labels each row's pair (one pair a row)"
+        if self.opts.mask_unit == "span":
+            return "span masking's boundary indices are kept per row (task.mask_unit=span)"
+        return None
+
+    def flat_blocks(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`example` of each index ``(B,)`` (sentence_pairs none, token or word masking), back to
+        back: inputs and targets (``pad`` where not masked) ``(sum L,)`` int64 and the lengths ``(B,)``."""
+        exs = [self.example(int(i)) for i in ids]
+        lengths = np.array([len(e["input"]) for e in exs], dtype=np.int64)
+        if not exs:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), lengths
+        return torch.cat([e["input"] for e in exs]).numpy(), torch.cat([e["target"] for e in exs]).numpy(), lengths
 
     def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
         """``src_tokens`` ``(B, S)``, ``masked_tokens`` ``(B, S)``, ``target`` ``(N,)`` (original ids of

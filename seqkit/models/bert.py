@@ -212,13 +212,22 @@ class BertModel(EncoderTransfer, nn.Module):
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
 
+    def packing_refusal(self) -> Optional[str]:
+        """Why this model cannot train on packed rows (``dataset.pack``), or None."""
+        if self.sentence_head is not None or self.span_head is not None:
+            return "the sentence (NSP/SOP) and span-boundary heads read one sample a row"
+        return None
+
     pretraining_heads = ("mlm_head", "sentence_head", "span_head")  # fine-tuning drops them (EncoderTransfer)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, segments: Optional[torch.Tensor] = None,
                 masked_tokens: Optional[torch.Tensor] = None, sbo_left: Optional[torch.Tensor] = None,
-                sbo_right: Optional[torch.Tensor] = None,
-                sbo_offset: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
-        h = self.encoder(src_tokens, segments)  # (B, S, C)
+                sbo_right: Optional[torch.Tensor] = None, sbo_offset: Optional[torch.Tensor] = None,
+                src_segments: Optional[torch.Tensor] = None,
+                src_positions: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """Packed rows add ``src_segments`` (each token's block in its row, -1 at padding) and
+        ``src_positions`` ``(B, S)`` (see :meth:`TransformerEncoder.forward`)."""
+        h = self.encoder(src_tokens, segments, documents=src_segments, positions=src_positions)  # (B, S, C)
         out = {"mlm": self.mlm_head(h if masked_tokens is None else h[masked_tokens])}  # (N, V) or (B, S, V)
         if self.sentence_head is not None:
             out["sentence"] = self.sentence_head(h[:, 0])  # (B, 2)

@@ -31,6 +31,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.document_masks import document_mask, use_flex
 from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
@@ -154,15 +155,22 @@ class TransformerEncoder(nn.Module):
         return self.embed_proj(x) if self.embed_proj is not None and not self.sum_first else x
 
     def forward(self, src_tokens: torch.Tensor, segments: Optional[torch.Tensor] = None,
-                prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+                prefix: Optional[torch.Tensor] = None, documents: Optional[torch.Tensor] = None,
+                positions: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``prefix`` ``(B, k, C)``: learned vectors read after the first token (prompt tuning);
-        the output keeps the input's positions only."""
+        the output keeps the input's positions only. ``segments`` are token types (a pair's A and B).
+        Packed rows (:class:`seqkit.data.packing.PackedBlockDataset`): ``documents`` ``(B, S)``, each
+        token's block in its row (-1 at padding), and ``positions`` ``(B, S)``, its position in that
+        block; a token then attends to its own block only."""
         cfg = self.cfg
         k = prefix_length(prefix)
         S = src_tokens.size(1) + k
-        if S > cfg.max_positions:
+        if documents is not None and k:
+            raise SeqkitError("packed rows (dataset.pack) take no learned prefix")
+        if documents is None and S > cfg.max_positions:  # a packed row's positions restart per block
             raise SeqkitError(f"input of {S} tokens exceeds model.max_positions={cfg.max_positions}")
-        x = insert_prefix(self.embed(src_tokens), prefix) + self.embed_positions(S)  # (B, S, C)
+        pos = self.embed_positions(S) if positions is None else self.embed_positions.at(positions)  # (S|B, S, C)
+        x = insert_prefix(self.embed(src_tokens), prefix) + pos  # (B, S, C)
         if self.embed_segments is not None:
             if segments is None or self.embed_segments.num_embeddings == 1:  # one type (RoBERTa): a pair reads as one
                 x = x + self.embed_segments.weight[0]
@@ -175,6 +183,9 @@ class TransformerEncoder(nn.Module):
             x = self.embed_proj(x)  # (B, S, E) -> (B, S, C)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(src_tokens.size(0), k, dtype=torch.bool))
         mask = padding_mask(keep)  # (B, 1, 1, S) or None
+        if documents is not None:  # (B, 1, S, S) or a FlexAttention BlockMask on CUDA
+            mask = document_mask(documents, documents, False, use_flex(documents.device,
+                                                                       cfg.attention_dropout if self.training else 0.0))
         for i in range(cfg.encoder_layers):  # with share_layers, the one layer cfg.encoder_layers times
             x = self.layers[0 if cfg.share_layers else i](x, mask)
         return remove_prefix(self.final_norm(x), k)  # (B, S - k, C)

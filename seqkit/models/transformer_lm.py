@@ -26,6 +26,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.adaptive_input import AdaptiveInput, init_shared
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
+from seqkit.models.modules.document_masks import document_mask, use_flex
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.lm_head import LMHead
@@ -135,19 +136,34 @@ class TransformerLM(LanguageModel):
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, self.cfg.max_positions
 
-    def features(self, src_tokens: torch.Tensor, prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def features(self, src_tokens: torch.Tensor, prefix: Optional[torch.Tensor] = None,
+                 segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``(B, T)`` -> last layer's normalized output ``(B, T, C)``; position t sees tokens 0..t only
-        (and ``prefix`` ``(B, k, C)``, learned vectors read after the first token)."""
+        (and ``prefix`` ``(B, k, C)``, learned vectors read after the first token). Packed rows
+        (:class:`seqkit.data.packing.PackedBlockDataset`): ``segments`` ``(B, T)``, each token's block
+        in its row (-1 at padding), and ``positions`` ``(B, T)``, its position in that block; a token
+        then sees the tokens of its own block up to itself only."""
         k = prefix_length(prefix)
         T = src_tokens.size(1) + k
-        if T > self.cfg.max_positions:
+        if segments is not None and k:
+            raise SeqkitError("packed rows (dataset.pack) take no learned prefix")
+        if segments is None and T > self.cfg.max_positions:  # a packed row's positions restart per block
             raise SeqkitError(f"input of {T} tokens exceeds model.max_positions={self.cfg.max_positions}")
-        x = insert_prefix(self.embed_scale * self.embed(src_tokens), prefix) + self.positions(T)  # (B, T, C)
+        pos = self.positions(T) if positions is None else self.positions.at(positions)  # (T, C) or (B, T, C)
+        x = insert_prefix(self.embed_scale * self.embed(src_tokens), prefix) + pos  # (B, T, C)
         x = dropout(x, self.cfg.dropout, self.training)
         # right padding needs no mask: causal attention keeps every real position off the pads after it
+        mask = None
+        if segments is not None:  # (B, 1, T, T) or a FlexAttention BlockMask on CUDA
+            flex = use_flex(segments.device, self.cfg.attention_dropout if self.training else 0.0)
+            mask = document_mask(segments, segments, True, flex)
         for layer in self.layers:  # (called as modules: seqkit-probe's hooks read each layer's output)
-            x = layer(x, None, is_causal=True)  # (T = 1 alike; a test of T breaks torch.compile's graph)
+            x = layer(x, mask, is_causal=mask is None)  # (T = 1 alike; a test of T breaks torch.compile's graph)
         return remove_prefix(self.final_norm(x), k)
+
+    def packing_refusal(self) -> Optional[str]:
+        """Why this model cannot train on packed rows (``dataset.pack``), or None: it can."""
+        return None
 
     # -- transfer (seqkit.models.pretrained) ----------------------------------------------------
     transfer_pooling = "last"  # the final </s> has read the whole sentence
@@ -170,9 +186,11 @@ class TransformerLM(LanguageModel):
         prefixes[-1].append("final_norm")
         return groups_by_prefix(self, prefixes)
 
-    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
-                target: Optional[torch.Tensor] = None) -> torch.Tensor:
-        x = self.features(src_tokens)  # (B, T, C)
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, target: Optional[torch.Tensor] = None,
+                src_segments: Optional[torch.Tensor] = None,
+                src_positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits ``(B, T, V)``; packed rows add ``src_segments`` and ``src_positions`` (see :meth:`features`)."""
+        x = self.features(src_tokens, segments=src_segments, positions=src_positions)  # (B, T, C)
         if target is None:
             return self.head.logits(x)  # (B, T, V)
         return self.head.scored(x, target, self.pad)  # (B, T) log-probs of the targets, 0 at pads

@@ -20,8 +20,10 @@ recompile limit (8 per function) would be reached in the first epoch and the res
 silently run eagerly. (A batch of one row or of length one adds a graph of its own: torch
 specializes sizes 0 and 1; so does a translation batch without padding, through collation's
 ``src_padded``.)
-``common.compile_mode=reduce-overhead`` adds CUDA graphs, one recorded per distinct input shapes:
-for batches of one shape (docs/gpu.md says what packed batches still lack).
+``common.compile_mode=reduce-overhead`` adds CUDA graphs, one recorded per distinct graph inputs
+(shapes and integer sizes): for batches of one shape, such as packed rows, whose loss takes all
+rows with a weight and logs device counts, so that every batch calls the graph with the same inputs
+(``tests/test_compile.py``).
 """
 
 from __future__ import annotations

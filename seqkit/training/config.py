@@ -26,9 +26,11 @@ class DatasetConfig:
     skip_invalid_size_inputs: bool = arg(True, "skip (and count) training pairs longer than the model's positions; false: error")
     pack: bool = arg(False, "train on rows of one fixed length, each holding several sentence pairs with document masks "
                             "(translation with the Transformer; pairs longer than a row are skipped as by "
-                            "skip_invalid_size_inputs); language-model and masked-LM blocks with "
-                            "task.sample_break_mode=none are such rows already, other break modes are refused; "
-                            "off until measured faster on a GPU, then meant to become the GPU default")
+                            "skip_invalid_size_inputs); language-model and masked-LM blocks of "
+                            "task.sample_break_mode eos or complete are packed alike (transformer_lm; BERT-family "
+                            "models without sentence or span heads), each block attending to itself only; with "
+                            "sample_break_mode=none they are such rows already; off until measured faster on a GPU, "
+                            "then meant to become the GPU default")
     pack_length: int = arg(0, "dataset.pack: tokens in a row of the side with more tokens (the other side's rows in "
                               "proportion to the training set's totals); a batch holds max_tokens // pack_length rows "
                               "(0: the model's positions, at most 512)", ge=0)
