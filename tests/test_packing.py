@@ -3,6 +3,7 @@ the unpacked batch's, FlexAttention equal to the dense masks, refusals, and exac
 
 import dataclasses
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -189,3 +190,15 @@ def test_packed_run_resumes_exactly(data_dir, tmp_path):  # noqa: F811
     train = straight._load("train", training=True)
     shapes = {tuple(train.collate(b)["target"].shape) for b in train.batches(200, seed=1, epoch=2)}
     assert shapes == {(5, 40)}
+
+
+def test_pairs_longer_than_a_row_name_the_row(data_dir, tmp_path, caplog):  # noqa: F811
+    """A pair longer than a packed row (shorter than the model's positions) is counted against the
+    row, not the model: the line names what it was held to."""
+    t = Trainer(_cfg(data_dir, tmp_path / "a", "dataset.pack_length=16", "dataset.skip_invalid_size_inputs=false"))
+    with pytest.raises(SeqkitError, match=r"training pairs exceed a packed row \(16/16 tokens\)"):
+        t.run()
+    t = Trainer(_cfg(data_dir, tmp_path / "b", "dataset.pack_length=16", "optimization.max_update=1"))
+    with caplog.at_level(logging.WARNING, logger="seqkit.train"):
+        t.run()
+    assert any("longer than a packed row (16/16 tokens)" in r.getMessage() for r in caplog.records)

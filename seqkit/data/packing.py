@@ -171,6 +171,10 @@ class PackedPairDataset:
     def __len__(self) -> int:
         return len(self.base)
 
+    def length_limit(self, max_source: int, max_target: int) -> str:
+        """What :meth:`too_long` holds a pair to, for the trainer's line."""
+        return f"a packed row ({min(max_source, self.src_len)}/{min(max_target - 1, self.tgt_len)} tokens)"
+
     def too_long(self, max_source: int, max_target: int) -> np.ndarray:
         bad = (self.src_sizes > min(max_source, self.src_len)) | (self.tgt_sizes > self.tgt_len)
         return np.nonzero(bad | (self.tgt_sizes + 1 > max_target))[0]  # as unpacked: the decoder reads a bos
@@ -243,6 +247,10 @@ class PackedBlockDataset:
 
     def __len__(self) -> int:
         return len(self.base)
+
+    def length_limit(self, max_source: int, max_target: int) -> str:
+        """What :meth:`too_long` holds a block to, for the trainer's line."""
+        return f"a packed row ({min(max_source, self.length)} tokens)"
 
     def too_long(self, max_source: int, max_target: int) -> np.ndarray:
         return np.nonzero(self.src_sizes > min(max_source, self.length))[0]

@@ -381,11 +381,12 @@ class Trainer:
         train = self._load(cfg.dataset.train_subset, training=True)
         max_src, max_tgt = self.model.max_positions()
         too_long = train.too_long(max_src, max_tgt)
-        if len(too_long):
+        if len(too_long):  # packed rows (dataset.pack) may be shorter than the model's positions
+            limit = getattr(train, "length_limit", lambda s, t: f"the model's positions ({s}/{t})")(max_src, max_tgt)
             if not cfg.dataset.skip_invalid_size_inputs:
-                raise SeqkitError(f"{len(too_long)} training pairs exceed the model's positions ({max_src}/{max_tgt}); "
+                raise SeqkitError(f"{len(too_long)} training pairs exceed {limit}; "
                                   "set dataset.skip_invalid_size_inputs=true to skip them")
-            log.warning("skipping %d training pairs longer than the model's positions (%d/%d)", len(too_long), max_src, max_tgt)
+            log.warning("skipping %d training pairs longer than %s", len(too_long), limit)
         log_file = os.path.join(cfg.checkpoint.save_dir, "train_log.jsonl")
         if self.dist.is_main:
             os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)
