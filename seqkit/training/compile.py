@@ -126,12 +126,18 @@ def _distributed_wrapper(model: torch.nn.Module) -> Optional[str]:
 
 
 def _where(e: BaseException) -> str:
-    """``file:line`` of the user code where dynamo stopped, or "unknown"."""
+    """``file:line`` of the user code where dynamo stopped, or "unknown": seqkit's own files as
+    ``seqkit/...`` wherever the package is installed, others relative to the working folder."""
     stack = getattr(e, "real_stack", None)
     if not stack:
         return "unknown"
-    path, root = stack[-1].filename, os.getcwd() + os.sep
-    return f"{path[len(root):] if path.startswith(root) else path}:{stack[-1].lineno}"
+    path = os.path.abspath(stack[-1].filename)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../seqkit
+    for root in (os.path.dirname(package) + os.sep, os.getcwd() + os.sep):
+        if path.startswith(root):
+            path = path[len(root):]
+            break
+    return f"{path}:{stack[-1].lineno}"
 
 
 def traceable(criterion: Any) -> bool:
