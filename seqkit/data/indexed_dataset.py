@@ -29,6 +29,16 @@ def _code(dtype: type) -> int:
     return {np.dtype(v): k for k, v in _DTYPES.items()}[np.dtype(dtype)]
 
 
+def flat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``starts[i] .. starts[i] + lengths[i] - 1`` for each i, back to back ``(sum of lengths,)``
+    int64, without a Python loop: the positions a batch of sequences reads or writes."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    ends = np.cumsum(lengths)  # (n,)
+    # position k of the output is starts[i] + k - (where i starts in the output)
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths)
+    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + shift
+
+
 class IndexedDatasetBuilder:
     """Streams sequences to ``PREFIX.bin``; ``finalize`` writes ``PREFIX.idx``."""
 
@@ -118,11 +128,7 @@ class IndexedDataset:
         fancy-index read of the token stream (no per-sequence Python loop), what collation pads."""
         indices = np.asarray(indices, dtype=np.int64)
         lengths = self.sizes[indices].astype(np.int64)  # (n,)
-        ends = np.cumsum(lengths)  # (n,)
-        # position k of the output reads token stream[offsets[i] + k - (start of i in the output)]
-        shift = np.repeat(self._offsets[indices] - (ends - lengths), lengths)  # (total,)
-        flat = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + shift
-        return self._data[flat].astype(np.int64), lengths
+        return self._data[flat_ranges(self._offsets[indices], lengths)].astype(np.int64), lengths
 
     def __getitem__(self, i: int) -> torch.Tensor:
         a, b = int(self._offsets[i]), int(self._offsets[i + 1])

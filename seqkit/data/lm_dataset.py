@@ -30,7 +30,7 @@ import torch
 from seqkit.core.errors import SeqkitError
 from seqkit.data.batching import token_budget_batches
 from seqkit.data.dictionary import Dictionary
-from seqkit.data.indexed_dataset import IndexedDataset
+from seqkit.data.indexed_dataset import IndexedDataset, flat_ranges
 from seqkit.data.pair_dataset import PaddedBatches
 
 BREAK_MODES = ("none", "eos", "complete")
@@ -132,8 +132,7 @@ class TokenBlockDataset(PaddedBatches):
             a = np.where(first, np.maximum(a, 1), a)
             s = np.where(first & (b > 1), 1, s)
         lengths = b - s  # (B,)
-        ends = np.cumsum(lengths)
-        pos = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(s - (ends - lengths), lengths)
+        pos = flat_ranges(s, lengths)  # (sum L,) stream positions of the targets
         target = self.stream[pos].astype(np.int64)  # (sum L,) stream positions pos
         target[pos < np.repeat(a, lengths)] = self.pad  # context: read, not scored
         inputs = self.stream[np.maximum(pos - 1, 0)].astype(np.int64)  # each token's predecessor

@@ -32,6 +32,7 @@ import torch
 
 from seqkit.core.errors import SeqkitError
 from seqkit.data.batching import epoch_rng
+from seqkit.data.indexed_dataset import flat_ranges
 from seqkit.data.pair_dataset import LanguagePairDataset
 
 log = logging.getLogger("seqkit.packing")
@@ -131,24 +132,14 @@ def epoch_batches(src_sizes: np.ndarray, tgt_sizes: Optional[np.ndarray], src_le
     return out, left_out
 
 
-def _gather(data: Any, ids: np.ndarray) -> np.ndarray:
-    """Sequences ``ids`` of an IndexedDataset back to back ``(sum of lengths,)`` int64."""
-    offsets = np.asarray(data.offsets, dtype=np.int64)
-    lengths = offsets[ids + 1] - offsets[ids]
-    ends = np.cumsum(lengths)
-    flat = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(offsets[ids] - (ends - lengths), lengths)
-    return np.asarray(data.tokens[flat], dtype=np.int64)
-
-
 def _layout(rows: np.ndarray, lengths: np.ndarray, row_len: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where the tokens of sentences (in row order, ``rows`` ``(n,)`` non-decreasing) go in a
     ``(B, row_len)`` matrix: flat destinations ``(N,)``, segment ids ``(N,)`` and positions ``(N,)``."""
-    ends = np.cumsum(lengths)
-    starts = ends - lengths  # (n,) start of each sentence in the flat tokens
+    starts = np.cumsum(lengths) - lengths  # (n,) start of each sentence in the flat tokens
     first = np.searchsorted(rows, rows, "left")  # (n,) each row's first sentence
     in_row = starts - starts[first]  # (n,) start of each sentence in its row
-    positions = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) - np.repeat(starts, lengths)
-    dest = np.repeat(rows * row_len + in_row, lengths) + positions
+    positions = flat_ranges(np.zeros_like(starts), lengths)  # (N,) 0.. within each sentence
+    dest = flat_ranges(rows * row_len + in_row, lengths)
     return dest, np.repeat(np.arange(len(rows)) - first, lengths), positions
 
 
@@ -198,7 +189,7 @@ class PackedPairDataset:
         ids, rows = batch[:, 0], batch[:, 1]
         d, B, S, T = self.base, self.rows, self.src_len, self.tgt_len
         pad, bos = d.src_dict.pad(), d.tgt_dict.bos()
-        src = _gather(d.src, ids)
+        src = d.src.gather(ids)[0]
         if d.source_bos:  # <s> before each source
             lengths = d.src_sizes[ids]
             with_bos = np.full(int(lengths.sum()), d.src_dict.bos(), dtype=np.int64)
@@ -207,7 +198,7 @@ class PackedPairDataset:
             with_bos[body] = src
             src = with_bos
         dest, segments, positions = _layout(rows, d.src_sizes[ids], S)
-        tgt = _gather(d.tgt, ids)
+        tgt = d.tgt.gather(ids)[0]
         tgt_lengths = d.tgt_sizes[ids]
         prev = np.roll(tgt, 1)  # bos + each target but its last token
         prev[np.cumsum(tgt_lengths) - tgt_lengths] = bos
