@@ -15,11 +15,13 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from seqkit.cli.names import fairseq_name, suggest
 from seqkit.core.allocator import keep_freed_memory
 from seqkit.core.config import check_ranges, describe_range
 from seqkit.core.errors import SeqkitError
 from seqkit.core.plugins import import_user_dir
 from seqkit.core.registry import GROUPS
+from seqkit.core.settings import set_given
 
 log = logging.getLogger("seqkit")
 
@@ -92,6 +94,8 @@ def _group_defaults(config_name: str) -> Dict[str, str]:
 
 # the subcommand whose groups hydra's (process-wide) ConfigStore holds now
 _store_holds: Optional[str] = None
+# (command, schema, group overrides, group choices) -> the config hydra composed for them
+_composed: Dict[Any, Any] = {}
 
 
 class ConfigBuilder:
@@ -129,10 +133,31 @@ class ConfigBuilder:
                 choice = value
         return choice
 
+    def keys(self, overrides: List[str]) -> List[str]:
+        """Every dotted key this command takes, with the group options ``overrides`` choose."""
+        out: List[str] = []
+
+        def walk(prefix: str, node: Any) -> None:
+            for f in dataclasses.fields(node):
+                sub = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                if dataclasses.is_dataclass(sub):
+                    walk(f"{prefix}{f.name}.", sub)
+                else:
+                    out.append(prefix + f.name)
+
+        walk("", self.schema)
+        for group in self.defaults:
+            node = GROUPS[group].choices().get(self._group_choice(group, overrides))
+            out.append(group)
+            if node is not None:
+                walk(f"{group}.", node)
+        return out
+
     def check(self, overrides: List[str]) -> None:
-        """Fail with one line on an unknown group option or key."""
+        """Fail with one line on an unknown group option or key (with a "did you mean"), or a
+        boolean setting that is not ``true`` or ``false``."""
         for o in overrides:
-            key, _ = _split_override(o)
+            key, value = _split_override(o)
             if key.startswith("hydra"):
                 raise SeqkitError(f"{key}: hydra's own settings are not used by seqkit")
             parts = key.split(".")
@@ -148,10 +173,14 @@ class ConfigBuilder:
                 node, where = self.schema, self.config_name
             for depth, part in enumerate(parts[1:] if parts[0] in self.defaults else parts):
                 if not dataclasses.is_dataclass(node):
-                    raise SeqkitError(f"unknown config key {key!r}: {'.'.join(parts[:depth + 1])} has no fields")
+                    raise SeqkitError(f"unknown config key {key!r}: {'.'.join(parts[:depth + 1])} has no fields"
+                                      + suggest(key, self.keys(overrides)))
                 fields = {f.name: f for f in dataclasses.fields(node)}
                 if part not in fields:
-                    raise SeqkitError(f"unknown config key {key!r}; valid keys of {where}: {', '.join(fields)}")
+                    raise SeqkitError(f"unknown config key {key!r}; valid keys of {where}: {', '.join(fields)}"
+                                      + suggest(key, self.keys(overrides)))
+                if fields[part].type in (bool, "bool") and value.strip().lower() not in ("true", "false"):
+                    raise SeqkitError(f"{key}={value}: not a boolean; write {key}=true or {key}=false")
                 sub = getattr(node, part) if not isinstance(node, type) else fields[part].default
                 if sub is dataclasses.MISSING and fields[part].default_factory is not dataclasses.MISSING:
                     sub = fields[part].default_factory()
@@ -161,13 +190,43 @@ class ConfigBuilder:
                 raise SeqkitError(f"{key} is a group of settings, not one: set {key}.FIELD=value ({names})")
 
     def compose(self, overrides: List[str]) -> Any:
-        from hydra import compose, initialize_config_module
-        from hydra.core.global_hydra import GlobalHydra
+        """The composed config: hydra composes the defaults with the group choices (cached per
+        command and choices: it is most of a command's start-up), then the other overrides are
+        applied as hydra applies them, parsed by hydra's own override grammar."""
+        import copy
+
         from omegaconf import OmegaConf
 
         if not self._registered or _store_holds != self.config_name:
             self._register()
         self.check(overrides)
+        if any(o.startswith(("+", "~")) for o in overrides):
+            return self._hydra_compose(overrides)
+        groups = [o for o in overrides if _split_override(o)[0] in self.defaults]
+        key = (self.config_name, self.schema, tuple(groups),
+               tuple(tuple(GROUPS[g].choices()) for g in self.defaults))  # a plugin may add choices
+        if key not in _composed:
+            _composed[key] = self._hydra_compose(groups)
+        cfg = copy.deepcopy(_composed[key])
+        rest = [o for o in overrides if o not in groups]
+        try:
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            parsed = OverridesParser.create().parse_overrides(rest)
+        except Exception as e:  # hydra's grammar errors
+            raise SeqkitError(f"bad config: {str(e).splitlines()[0]}") from None
+        for text, o in zip(rest, parsed):
+            try:
+                OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+            except Exception as e:  # omegaconf's validation errors: the message hydra gives them
+                raise SeqkitError(f"bad config: Error merging override {text}: {str(e).splitlines()[0]}") from None
+        return cfg
+
+    def _hydra_compose(self, overrides: List[str]) -> Any:
+        from hydra import compose, initialize_config_module
+        from hydra.core.global_hydra import GlobalHydra
+        from omegaconf import OmegaConf
+
         GlobalHydra.instance().clear()
         try:
             with initialize_config_module(config_module="seqkit.hydra_conf", version_base="1.3"):
@@ -235,7 +294,10 @@ def parse_argv(builder: ConfigBuilder, argv: Optional[List[str]], prog: str) -> 
             overrides.extend(overrides_from_file(a.split("=", 1)[1]))
             i += 1
         elif a.startswith("-"):
-            raise SeqkitError(f"unknown option {a!r}; options are --help, --cfg job, --config FILE; settings are key=value")
+            mapped = fairseq_name(a.split("=", 1)[0])
+            hint = f" (fairseq's {a.split('=', 1)[0]} is {mapped if '=' in mapped else mapped + '=VALUE'})" if mapped else ""
+            raise SeqkitError(f"unknown option {a!r}{hint}; options are --help, --cfg job, --config FILE; "
+                              "settings are key=value")
         else:
             overrides.append(a)
             i += 1
@@ -243,6 +305,7 @@ def parse_argv(builder: ConfigBuilder, argv: Optional[List[str]], prog: str) -> 
         key, value = _split_override(o)
         if key == "common.user_dir" and value not in ("", "null"):
             import_user_dir(value.strip("'\""))
+    set_given(_split_override(o)[0] for o in overrides)
     cfg = builder.compose(overrides)
     try:
         typed = OmegaConf.to_object(cfg)
@@ -270,7 +333,10 @@ def run_main(prog: str, fn: Callable[[], Any]) -> None:
     """Run ``fn``; a SeqkitError becomes one line on stderr and exit 1, Ctrl-C exit 130."""
     keep_freed_memory()
     try:
-        fn()
+        try:
+            fn()
+        finally:
+            set_given(())  # the keys were this command line's: a later Python caller starts with none
     except SeqkitError as e:
         rank = f" [rank {os.environ['RANK']}]" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
         print(f"{prog}{rank}: error: {e}", file=sys.stderr)

@@ -3,12 +3,22 @@ accuracy of a masked-LM / denoising one); one JSON line on stdout, a readable li
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Set
 
 from seqkit.analysis.eval_lm import EvalLMConfig
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 
 PROG = "seqkit-eval-lm"
+
+
+def task_keys() -> Set[str]:
+    """The task settings the command line (a --config file's included) gave: ``name`` for
+    ``task=NAME``, ``FIELD`` for ``task.FIELD=...``. The rest of ``cfg.task`` holds the defaults of
+    the task group, which stand for nothing the user chose."""
+    from seqkit.core.settings import given
+
+    return {"name" if key == "task" else key.split(".")[1] for key in given()
+            if key == "task" or key.startswith("task.")}
 
 
 def eval_lm(argv: Optional[List[str]] = None) -> None:
@@ -19,11 +29,12 @@ def eval_lm(argv: Optional[List[str]] = None) -> None:
 
     import seqkit
     from seqkit.analysis.eval_lm import evaluate
+    from seqkit.core.settings import given
 
     seqkit.import_builtin_components()
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("eval_lm", EvalLMConfig), argv, PROG))
     setup_logging()
-    r = evaluate(cfg)
+    r = evaluate(cfg, task_keys(), given())
     if "scored_tokens" in r:  # a masked-LM or denoising checkpoint
         logging.getLogger("seqkit.eval_lm").info(
             "%s: %d scored tokens, loss %.4f (base 2), accuracy %.2f%% (top-5 %.2f%%)%s", r["split"], r["scored_tokens"],

@@ -18,7 +18,8 @@ from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.core.config import check_compile, check_param_dtype
 from seqkit.core.errors import SeqkitError
 from seqkit.generation.base import TranslatorBase
-from seqkit.generation.config import GenerateConfig, check_quantize
+from seqkit.core.settings import given, refuse_unread
+from seqkit.generation.config import GenerateConfig, check_quantize, generate_reads
 
 PROG = "seqkit-generate"
 LN2 = math.log(2)
@@ -233,6 +234,7 @@ def _ct2_translator(cfg: GenerateConfig) -> TranslatorBase:
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise SeqkitError("engine=ctranslate2 runs in one process (it threads itself): drop torchrun")
+    refuse_unread(given(), generate_reads(cfg, "seq2seq"))
     check_quantize(cfg.quantize, "cpu", cfg.engine, cfg.common.precision)
     def fallback(threads: int, device: str) -> TranslatorBase:  # seqkit's engine: torch is imported only here
         from seqkit.generation.translator import Translator
@@ -258,6 +260,7 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
     from seqkit.core.checkpoints import load_for_inference
     from seqkit.generation.quantize import quantize_int8
     from seqkit.generation.translator import Translator, prepare_for_search
+    from seqkit.models.modules.attention import uses_sdpa
     from seqkit.models.modules.kernels import use_attention_kernels
     from seqkit.training import distributed
 
@@ -273,13 +276,16 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
     check_quantize(cfg.quantize, device.type, cfg.engine, cfg.common.precision)
     if cfg.icl.verbalizers:
         icl = _in_context(cfg, device)
-        log.info("%s", kernels)
+        if uses_sdpa(icl.model):
+            log.info("%s", kernels)
         return icl, dist
     task, model = load_for_inference(cfg.path, {"data": cfg.task.data})
-    log.info("%s", kernels)  # once the checkpoint has loaded: its errors come first
+    kind = getattr(task, "model_kind", "seq2seq")
+    refuse_unread(given(), generate_reads(cfg, kind, len(getattr(task, "labels", None) or ()), uses_sdpa(model)))
+    if uses_sdpa(model):  # once the checkpoint has loaded: its errors come first; a BiLSTM runs no kernel
+        log.info("%s", kernels)
     if cfg.quantize == "int8":
         model = quantize_int8(model)
-    kind = getattr(task, "model_kind", "seq2seq")
     if kind == "masked_lm":
         _cloze(task, model.to(device), device, cfg, getattr(sys.stdin, "buffer", sys.stdin))
         return None, dist
@@ -294,6 +300,7 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
 def _in_context(cfg: GenerateConfig, device: Any) -> Any:
     """icl.verbalizers: a language model classifies task.data's examples from demonstrations."""
     from seqkit.core.checkpoints import load_for_inference
+    from seqkit.models.modules.attention import uses_sdpa
     from seqkit.core.registry import TASKS
     from seqkit.generation.in_context import InContextClassifier
 
@@ -304,6 +311,7 @@ def _in_context(cfg: GenerateConfig, device: Any) -> Any:
     task = TASKS.build(TASKS.make_config({"name": "classification", "data": cfg.task.data}))
     if task.per_token:
         raise SeqkitError("icl.verbalizers: in-context classification labels sentences, not tokens")
+    refuse_unread(given(), generate_reads(cfg, "icl", len(task.labels), uses_sdpa(lm)))
     if not task.src_dict.is_prefix_of(lm_task.src_dict):
         raise SeqkitError(f"{cfg.task.data} was binarized with another dictionary than {cfg.path}'s: run "
                           f"seqkit-preprocess task=classification vocab_from={cfg.path}")

@@ -144,10 +144,9 @@ def activations(argv: List[str]) -> None:
 
     import torch
 
-    from seqkit.analysis.activations import PROPERTIES, property_signals, search, unit_activations
+    from seqkit.analysis.activations import PROPERTIES, property_signals, read_passage, search, unit_activations
     from seqkit.analysis.plot import require_matplotlib, write_activations
     from seqkit.core.checkpoints import load_for_inference
-    from seqkit.core.io import read_lines
 
     cfg: ActivationsPlotConfig = _config("activations", ActivationsPlotConfig, argv)
     setup_logging()
@@ -155,13 +154,7 @@ def activations(argv: List[str]) -> None:
     if not cfg.path or not cfg.text_file:
         raise SeqkitError("path=CHECKPOINT and text_file=FILE are required")
     require_matplotlib()
-    lines, total = [], 0
-    for line in read_lines(cfg.text_file):
-        if total >= cfg.max_chars:
-            break
-        line = line.strip()[: cfg.max_chars - total]  # (as the character tokenizer reads a line)
-        lines.append(line)
-        total += len(line) + 1
+    lines = read_passage(cfg.text_file, cfg.max_chars)  # before the checkpoint loads
     task, model = load_for_inference(cfg.path)
     model.eval()
     if getattr(task, "model_kind", None) != "lm":

@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
+from seqkit.core.settings import given
 from seqkit.training.config import TrainConfig
 
 PROG = "seqkit-train"
@@ -32,7 +33,7 @@ def train(argv: Optional[List[str]] = None) -> dict:
         return SequenceGenerator(trainer.task.tgt_dict, GenerationConfig(beam=beam))
 
     try:
-        trainer = Trainer(cfg, info, make_generator)
+        trainer = Trainer(cfg, info, make_generator, given=given())
         result = trainer.run()
     finally:
         distributed.cleanup()

@@ -8,7 +8,8 @@ their public source into ``examples/raw/NAME``, in the same layout as ``../share
 folder per corpus, the same file names), so a recipe reads them the same way wherever they came
 from. Zips are checked against their sha256 where the source is pinned, unpacked with Python (no
 ``unzip`` needed), and a file appears only once it is complete. CoNLL-2003 is licensed text and is
-never downloaded (``examples/tagging/conll2003/prepare.sh`` asks for the user's copy).
+never downloaded: it is found in ``$CONLL2003_DIR`` or the folders above, else one line asks for the
+user's own copy (as ``examples/tagging/conll2003/prepare.sh`` does).
 """
 from __future__ import annotations
 
@@ -71,6 +72,12 @@ SOURCES: dict[str, list[Source]] = {
 }
 
 
+# corpora that are never downloaded (licensed text): file names, and the variable naming the user's copy
+LOCAL_ONLY: dict[str, tuple[list[str], str]] = {
+    "conll2003": (["eng.train", "eng.testa", "eng.testb"], "CONLL2003_DIR"),
+}
+
+
 class CorpusError(Exception):
     """A corpus that cannot be found or fetched (one line for the user)."""
 
@@ -114,26 +121,43 @@ def fetch(name: str, dest: Path, sources: list[Source]) -> None:
                 raise CorpusError(f"{source.url}: not the expected zip for {name} ({err})") from None
 
 
-def locate(name: str, roots: list[Path] | None = None, cache: Path | None = None,
-           sources: dict[str, list[Source]] | None = None) -> Path:
-    """The folder holding every file of corpus ``name``: an existing one, else a fresh download."""
+def local(name: str, roots: list[Path] | None = None, cache: Path | None = None,
+          sources: dict[str, list[Source]] | None = None) -> Path | None:
+    """The folder on this machine holding every file of corpus ``name``, or None (nothing fetched)."""
     sources = SOURCES if sources is None else sources
-    if name not in sources:
-        raise CorpusError(f"unknown corpus '{name}' (known: {', '.join(sorted(sources))})")
+    if name not in sources and name not in LOCAL_ONLY:
+        known = sorted([*sources, *LOCAL_ONLY])
+        raise CorpusError(f"unknown corpus '{name}' (known: {', '.join(known)})")
     if roots is None:
         roots = [Path(p) for p in [os.environ.get("SEQKIT_DATA", "")] if p] + [REPO.parent / "shared" / "data"]
     cache = EXAMPLES / "raw" if cache is None else cache
-    names = _names(sources[name])
-    for root in [*roots, cache]:
-        if all((root / name / n).is_file() for n in names):
-            return root / name
+    names, folders = _names(sources.get(name, [])), [root / name for root in [*roots, cache]]
+    if name in LOCAL_ONLY:
+        names, variable = LOCAL_ONLY[name]
+        folders = [Path(p) for p in [os.environ.get(variable, "")] if p] + folders
+    return next((f for f in folders if all((f / n).is_file() for n in names)), None)
+
+
+def locate(name: str, roots: list[Path] | None = None, cache: Path | None = None,
+           sources: dict[str, list[Source]] | None = None) -> Path:
+    """The folder holding every file of corpus ``name``: an existing one, else a fresh download."""
+    found = local(name, roots, cache, sources)
+    if found is not None:
+        return found
+    if name in LOCAL_ONLY:
+        names, variable = LOCAL_ONLY[name]
+        raise CorpusError(f"{name} is licensed text and is never downloaded: put your own copy of "
+                          f"{', '.join(names)} in $SEQKIT_DATA/{name} or ../shared/data/{name} beside the "
+                          f"checkout, or set {variable} to the folder that holds it")
+    sources = SOURCES if sources is None else sources
+    cache = EXAMPLES / "raw" if cache is None else cache
     fetch(name, cache / name, sources[name])
     return cache / name
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print(f"usage: corpus.py NAME   (NAME: {' '.join(sorted(SOURCES))})", file=sys.stderr)
+        print(f"usage: corpus.py NAME   (NAME: {' '.join(sorted([*SOURCES, *LOCAL_ONLY]))})", file=sys.stderr)
         return 2
     try:
         print(locate(argv[0]))

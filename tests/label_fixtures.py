@@ -199,13 +199,16 @@ def tagged_ckpt(tagged):
     return save_dir
 
 
-@pytest.fixture(scope="module")
-def translation_ckpt(toy_data, tmp_path_factory, tiny_train_args):
-    _, data = toy_data
-    save_dir = tmp_path_factory.mktemp("mt") / "ck"
+def tiny_translation(data, save_dir, tiny_train_args, *extra):
+    """checkpoint_last.pt of one update of the tiny Transformer (or ``extra``'s model) on ``data``."""
     Trainer(OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(
         [f"task.data={data}", f"checkpoint.save_dir={save_dir}", "optimization.max_update=1",
-         "dataset.valid_subset=", *tiny_train_args]))).run()
+         "dataset.valid_subset=", *tiny_train_args, *extra]))).run()
     return save_dir / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def translation_ckpt(toy_data, tmp_path_factory, tiny_train_args):
+    return tiny_translation(toy_data[1], tmp_path_factory.mktemp("mt") / "ck", tiny_train_args)
 
 

@@ -2,6 +2,7 @@
 the shared layout, checked against its pinned sha256, and nothing half-written on failure."""
 import hashlib
 import importlib.util
+import os
 import subprocess
 import sys
 import zipfile
@@ -65,9 +66,31 @@ def test_a_failed_download_is_one_line(tmp_path):
 
 
 def test_command_line_unknown_corpus_is_one_line():
-    run = subprocess.run([sys.executable, str(SCRIPT), "conll2003"], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, str(SCRIPT), "conll2002"], capture_output=True, text=True)
     assert run.returncode == 1 and run.stdout == ""
-    assert run.stderr.count("\n") == 1 and "unknown corpus 'conll2003'" in run.stderr
+    assert run.stderr.count("\n") == 1 and "unknown corpus 'conll2002'" in run.stderr
+
+
+def test_conll2003_is_found_where_it_lies_and_else_asked_for_in_one_line(tmp_path, monkeypatch):
+    """Licensed text: read from the user's copy ($CONLL2003_DIR or a data root), never downloaded."""
+    monkeypatch.delenv("CONLL2003_DIR", raising=False)
+    with pytest.raises(corpus.CorpusError, match="licensed text and is never downloaded: put your own copy"):
+        corpus.locate("conll2003", roots=[tmp_path / "none"], cache=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("eng.train", "eng.testa", "eng.testb"):
+        (mine / name).write_text("EU NNP B-NP B-ORG\n", encoding="utf-8")
+    monkeypatch.setenv("CONLL2003_DIR", str(mine))
+    assert corpus.locate("conll2003", roots=[tmp_path / "none"], cache=tmp_path / "cache") == mine
+    run = subprocess.run([sys.executable, str(SCRIPT), "conll2003"], capture_output=True, text=True,
+                         env={**os.environ, "CONLL2003_DIR": "", "SEQKIT_DATA": str(tmp_path / "none")},
+                         cwd=tmp_path)
+    if run.returncode == 0:  # ../shared/data/conll2003 is beside this checkout
+        assert Path(run.stdout.strip(), "eng.train").is_file()
+    else:
+        assert run.returncode == 1 and run.stdout == "" and run.stderr.count("\n") == 1
+        assert "put your own copy of eng.train, eng.testa, eng.testb" in run.stderr
 
 
 def test_every_source_names_its_files():

@@ -2,12 +2,15 @@
 batches collated ahead in a thread with an unchanged order, and an update that never reads a device
 value on the host between log lines."""
 
+import contextlib
 import json
 
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder
@@ -28,18 +31,56 @@ def make_cfg(data_dir, save_dir, *extra):
     return OmegaConf.to_object(ConfigBuilder("train", TrainConfig).compose(overrides))
 
 
-def count_reads(monkeypatch):
-    """The list every Tensor method that reads a device value (``READS``) appends its name to from now on."""
-    reads = []
-    for name in READS:
-        original = getattr(torch.Tensor, name)
+# Python-level routes to a tensor's value on the host (a TorchFunctionMode sees each call). Not
+# `.to(device)`: device-agnostic code (torch's clip_grad_norm_ moves norms `.to(first_device)`) that
+# reads only when it copies off a device, counted as an op below
+HOST_CALLS = {"item", "tolist", "numpy", "cpu", "equal", "allclose", "__bool__", "__int__", "__float__", "__index__",
+              "__array__", "__format__", "__repr__"}
+# ops that make the host wait for the device (a TorchDispatchMode sees them, from C++ too): a scalar
+# read, a comparison answered on the host, an output whose shape depends on the values
+HOST_OPS = {"_local_scalar_dense", "equal", "is_nonzero", "allclose", "nonzero", "masked_select"}
 
-        def counted(self, *args, _original=original, _name=name, **kwargs):
-            reads.append(_name)
-            return _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    return reads
+def _names_cpu(value) -> bool:
+    return value is not None and torch.device(value).type == "cpu"
+
+
+class _HostCalls(TorchFunctionMode):
+    def __init__(self, reads: list):
+        super().__init__()
+        self.reads = reads
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in HOST_CALLS:
+            self.reads.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+class _HostOps(TorchDispatchMode):
+    def __init__(self, reads: list):
+        super().__init__()
+        self.reads = reads
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        bool_index = name == "index" and any(i is not None and i.dtype == torch.bool for i in args[1])
+        device_to_host = (name == "_to_copy" and _names_cpu(kwargs.get("device")) and tensors[0].device.type != "cpu"
+                          ) or (name == "copy_" and tensors[0].device.type == "cpu" and tensors[1].device.type != "cpu")
+        if name in HOST_OPS or bool_index or device_to_host:
+            self.reads.append(f"aten.{name}")
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def host_reads():
+    """The list of every read of a tensor's value on the host while open, by any route: a Python call
+    (``.item()``, ``.tolist()``, ``.cpu()``, ``bool(t)``, ``if t:``, ``torch.equal`` ...) and an op that
+    waits for the device, from C++ too (``one_hot`` without a size reads the max)."""
+    reads: list = []
+    with _HostCalls(reads), _HostOps(reads):
+        yield reads
 
 
 def train_records(save_dir):
@@ -118,16 +159,46 @@ def test_prefetcher_order_errors_and_early_close():
     assert early._thread is None
 
 
-READS = ("item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__")
+READ_ROUTES = {
+    "t.item()": lambda t: t.item(), "t.tolist()": lambda t: t.tolist(), "t.cpu()": lambda t: t.cpu(),
+    "t.numpy()": lambda t: t.numpy(), "np.asarray(t)": np.asarray,
+    "torch.equal": lambda t: torch.equal(t, t), "t.equal": lambda t: t.equal(t), "bool(t)": bool,
+    "int(t)": int, "float(t)": float, "if t:": lambda t: 1 if t else 0, "list index": lambda t: [0, 1, 2][t],
+    "f-string": lambda t: f"{t}", "print": lambda t: print(t), "torch.allclose": lambda t: torch.allclose(t, t),
+    "one_hot without a size (a read in C++)": lambda t: torch.nn.functional.one_hot(t.view(1)),
+    "a boolean mask": lambda t: t.view(1)[t.view(1) > 0], "t.nonzero()": lambda t: t.nonzero(),
+    # a copy off a device (meta stands for it on a CPU: the copy is counted, then fails for want of data)
+    "t.to('cpu') from a device": lambda t: _off_meta(lambda m: m.to("cpu")),
+    "cpu_tensor.copy_(t) from a device": lambda t: _off_meta(lambda m: torch.ones(1).copy_(m)),
+}
+
+
+def _off_meta(copy) -> None:
+    with pytest.raises(NotImplementedError, match="meta"):
+        copy(torch.ones(1, device="meta"))
+
+
+@pytest.mark.parametrize("route", READ_ROUTES)
+def test_the_host_read_counter_sees_every_route(route):
+    """The counter itself: each way of reading a device value on the host is counted, and work that
+    stays on the device is not."""
+    t = torch.tensor(1)
+    with host_reads() as reads:
+        READ_ROUTES[route](t)
+    assert reads, f"{route} read the tensor and was not counted"
+    with host_reads() as reads:
+        u = (t * 2 + torch.ones(3)).sum().to(torch.float64).to("cpu", non_blocking=True)
+        torch.where(u > 0, u, -u).clamp_(max=1e9)
+    assert reads == []
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_an_update_reads_nothing_from_the_device(data_dir, tmp_path, monkeypatch, precision):
     """Between log lines an update never reads a tensor on the host (on a GPU each read waits for
     the queue to drain): losses, counts, the gradient norm and the skip decision stay on the
-    device, with the fused Adam skipping non-finite steps itself. Counted on the CPU by wrapping
-    every Tensor method that reads a value, with the encoder's padding mask as on a GPU (where it
-    is always passed, not decided by a read)."""
+    device, with the fused Adam skipping non-finite steps itself. Counted on the CPU by
+    ``host_reads`` (every route, tested above), with the encoder's padding mask as on a GPU (where
+    it is always passed, not decided by a read)."""
     import seqkit.models.transformer as transformer
 
     t = Trainer(make_cfg(data_dir, tmp_path / "r", "optimizer.impl=fused", f"common.precision={precision}",
@@ -135,15 +206,16 @@ def test_an_update_reads_nothing_from_the_device(data_dir, tmp_path, monkeypatch
     ds = t._load("train")
     samples = [ds.collate(b) for b in ds.batches(200, seed=1, epoch=1)[:3]]
     t.train_step([samples[0]])  # warm-up: the optimizer builds its state
-    reads = count_reads(monkeypatch)
-    logs = [t.train_step([{k: v for k, v in samples[1].items() if k != "src_padded"}])]
-    assert "__bool__" in reads  # the counter sees reads: without collation's flag, the CPU asks "is there padding?"
-    reads.clear()
-    logs.append(t.train_step([samples[0]]))  # with the flag (src_padded) nothing is asked
-    assert reads == []
-    monkeypatch.setattr(transformer, "padding_mask", lambda keep, padded=None: keep[:, None, None, :])
-    logs.append(t.train_step([samples[2]]))
-    assert reads == []
+    with host_reads() as reads:
+        logs = [t.train_step([{k: v for k, v in samples[1].items() if k != "src_padded"}])]
+        # the counter sees reads: without collation's flag, the CPU asks "is there padding?"
+        assert reads and set(reads) <= {"__bool__", "aten._local_scalar_dense"}, reads
+        reads.clear()
+        logs.append(t.train_step([samples[0]]))  # with the flag (src_padded) nothing is asked
+        assert reads == []
+        monkeypatch.setattr(transformer, "padding_mask", lambda keep, padded=None: keep[:, None, None, :])
+        logs.append(t.train_step([samples[2]]))
+        assert reads == []
     monkeypatch.undo()
     assert t.num_updates == 4 and all(float(l["stepped"]) == 1.0 for l in logs)
     t.settle()  # one read for all outcomes: nothing was skipped
@@ -172,3 +244,25 @@ def test_compile_mode_is_checked(data_dir, tmp_path):
     assert _mode("default") == {} and _mode("reduce-overhead") == {"mode": "reduce-overhead"}
     with pytest.raises(SeqkitError, match="common.compile_mode='fast' is not valid; choose one of: default, "):
         check_ranges(make_cfg(data_dir, tmp_path, "common.compile_mode=fast"))
+
+
+def test_the_gpu_defaults_pad_lengths_to_8_and_prefetch_4(data_dir, tmp_path, monkeypatch):
+    """dataset.required_seq_len_multiple=0 and dataset.prefetch=-1 (the defaults) mean 8 and 4 on a
+    GPU, 1 and 0 on a CPU; a value given is kept on both. Without a GPU the trainer is told its device
+    is one, to show it pads its batches with what the function picks."""
+    import seqkit.training.trainer as trainer
+    from seqkit.training.config import DatasetConfig
+    from seqkit.training.trainer import device_batching
+
+    assert (DatasetConfig().prefetch, DatasetConfig().required_seq_len_multiple) == (-1, 0)
+    assert device_batching(-1, 0, torch.device("cuda")) == device_batching(-1, 0, torch.device("cuda", 1)) == (4, 8)
+    assert device_batching(-1, 0, torch.device("cpu")) == (0, 1)
+    assert device_batching(2, 16, torch.device("cuda")) == device_batching(2, 16, torch.device("cpu")) == (2, 16)
+    assert device_batching(0, 1, torch.device("cuda")) == (0, 1)
+    assert Trainer(make_cfg(data_dir, tmp_path / "cpu")).length_multiple == 1
+    monkeypatch.setattr(trainer, "device_batching", lambda p, m, device: device_batching(p, m, torch.device("cuda")))
+    t = Trainer(make_cfg(data_dir, tmp_path / "gpu", "dataset.prefetch=0"))
+    assert (t.prefetch, t.length_multiple) == (0, 8)
+    ds = t._load("train")
+    batches = [ds.collate(b) for b in ds.batches(64, seed=1, epoch=1)]
+    assert all(b["net_input"]["src_tokens"].size(1) % 8 == 0 and b["target"].size(1) % 8 == 0 for b in batches)

@@ -101,8 +101,9 @@ def test_generate_int8_on_a_lora_checkpoint(lora_ckpt, run_cli):
         assert abs(a[sid][0][1] - b[sid][0][1]) < 0.02
     # stdin too: raw sentences, the same labels as fp32's
     lines = "v0 v3 v4 .\nv5 v6 v7 .\n"
-    s32 = run_cli(generate_main, gen + ["input=-"], stdin=lines)
-    s8 = run_cli(generate_main, gen + ["input=-", "quantize=int8"], stdin=lines)
+    stdin = ["common.threads=1", f"path={ck}", "input=-"]  # no split: task.data and gen_subset would be refused
+    s32 = run_cli(generate_main, stdin, stdin=lines)
+    s8 = run_cli(generate_main, stdin + ["quantize=int8"], stdin=lines)
     assert s32.code == 0 and s8.code == 0, s8.err
     assert [p[0][0] for p in label_probs(s8.out).values()] == [p[0][0] for p in label_probs(s32.out).values()]
 

@@ -1,6 +1,8 @@
 """The layout STYLE.md asks for, checked over seqkit's own modules (``cli/`` included, as
 ``seqkit.cli``), counting the imports inside functions too (a lazy import hides a cycle or an
-upward import from Python, not from a reader):
+upward import from Python, not from a reader), relative ones (``from ..training import x``) and
+``importlib.import_module("seqkit.x")`` / ``__import__`` with a literal name (or an f-string's
+literal start, ``f"seqkit.training.{name}"``: that package):
 
 - no import cycles;
 - imports run down the floors of :data:`FLOORS` only: a module imports its own package and
@@ -42,14 +44,47 @@ SHIMS = {"seqkit.dataclass_utils": "seqkit.core.config", "seqkit.errors": "seqki
          "seqkit.registry": "seqkit.core.registry"}
 
 
-def module_names():
-    """module name -> file, for seqkit/ and cli/ (as ``seqkit.cli``)."""
+def module_names(roots=((ROOT, ("seqkit",)), (CLI, ("seqkit", "cli")))):
+    """module name -> file, for seqkit/ and cli/ (as ``seqkit.cli``): each root's files under its prefix."""
     names = {}
-    for root, prefix in ((ROOT, ("seqkit",)), (CLI, ("seqkit", "cli"))):
+    for root, prefix in roots:
         for path in root.rglob("*.py"):
             parts = prefix + path.relative_to(root).with_suffix("").parts
             names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return names
+
+
+def resolve(module: str, is_package: bool, level: int, target: str) -> str:
+    """The absolute name of a relative import: ``from ..x import y`` in ``seqkit.a.b`` -> ``seqkit.x``."""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    return ".".join(base + ([target] if target else []))
+
+
+def imported_by_name(call: ast.Call, module: str, is_package: bool) -> str:
+    """The module an ``importlib.import_module(...)`` / ``import_module(...)`` / ``__import__(...)`` call
+    names with a literal (a relative one with a literal package, ``__name__`` or ``__package__``); an
+    f-string's literal start names its package. '' for anything else."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name not in ("import_module", "__import__") or not call.args:
+        return ""
+    arg = call.args[0]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rpartition(".")[0]  # f"seqkit.training.{x}" -> seqkit.training
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        return ""
+    target = arg.value
+    if not target.startswith("."):
+        return target
+    package = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "package"), None)
+    level = len(target) - len(target.lstrip("."))
+    if isinstance(package, ast.Constant) and isinstance(package.value, str):
+        return resolve(package.value, True, level, target[level:])
+    if isinstance(package, ast.Name) and package.id in ("__name__", "__package__"):
+        own = module if is_package or package.id == "__name__" else module.rpartition(".")[0]
+        return resolve(own, True, level, target[level:])
+    return ""
 
 
 def module_graph(names=None):
@@ -57,16 +92,24 @@ def module_graph(names=None):
     registration entry point, which imports every component) is left out: calling it is how any
     module asks for the registries to be filled."""
     names = names or module_names()
+
+    def known(dep: str) -> str:  # the module itself, else the nearest package of it that exists
+        while dep and dep not in names:
+            dep = dep.rpartition(".")[0]
+        return dep
+
     graph = {}
     for name, path in names.items():
-        deps = set()
+        is_package, deps = path.name == "__init__.py", set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("seqkit"):
-                for alias in node.names:
-                    full = f"{node.module}.{alias.name}"
-                    deps.add(full if full in names else node.module)
+            if isinstance(node, ast.ImportFrom):
+                base = resolve(name, is_package, node.level, node.module or "") if node.level else node.module or ""
+                if base.startswith("seqkit"):
+                    deps.update(known(f"{base}.{alias.name}") for alias in node.names)
             elif isinstance(node, ast.Import):
-                deps.update(a.name for a in node.names if a.name.startswith("seqkit."))
+                deps.update(known(a.name) for a in node.names if a.name.startswith("seqkit."))
+            elif isinstance(node, ast.Call) and imported_by_name(node, name, is_package).startswith("seqkit."):
+                deps.add(known(imported_by_name(node, name, is_package)))
         graph[name] = {d for d in deps if d in names and d not in (name, "seqkit")}
     return graph
 
@@ -179,3 +222,34 @@ def test_the_old_plugin_import_paths_still_work(old, monkeypatch):
     new = importlib.import_module(SHIMS[old])
     public = [name for name in vars(shim) if not name.startswith("_") and name != "warnings"]
     assert public and all(getattr(shim, name) is getattr(new, name) for name in public)
+
+
+def test_relative_and_by_name_imports_are_found(tmp_path):
+    """A tiny package whose upward imports are each hidden another way: all of them are flagged,
+    the imports that run down the floors (relative ones too) are not."""
+    files = {
+        "__init__.py": "",
+        "training/__init__.py": "", "training/trainer.py": "", "generation/search.py": "", "tasks/__init__.py": "",
+        "models/__init__.py": "", "models/modules/__init__.py": "", "models/modules/norm.py": "",
+        "models/base.py": "from .modules import norm\nfrom . import low\n",  # down and sideways: fine
+        "models/low.py": "from ..training import trainer\n",
+        "models/up.py": "from .. import tasks\n",
+        "models/lazy.py": "def f():\n    import importlib\n"
+                          "    return importlib.import_module('seqkit.generation.search')\n",
+        "models/dunder.py": "search = __import__('seqkit.generation.search')\n",
+        "data/__init__.py": "",
+        "data/dyn.py": "from importlib import import_module\n\n\ndef f(n):\n"
+                       "    return import_module(f'seqkit.training.{n}')\n",
+        "data/rel.py": "import importlib\nimportlib.import_module('.trainer', package='seqkit.training')\n",
+        "data/own.py": "import importlib\nimportlib.import_module('.dyn', __package__)\n",  # its own package: fine
+    }
+    for rel, text in files.items():
+        (tmp_path / "seqkit" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "seqkit" / rel).write_text(text)
+    graph = module_graph(module_names(((tmp_path / "seqkit", ("seqkit",)),)))
+    assert graph["seqkit.models.base"] == {"seqkit.models.modules.norm", "seqkit.models.low"}
+    assert graph["seqkit.data.own"] == {"seqkit.data.dyn"}
+    assert sorted((a, b) for a, b, _ in upward_imports(graph)) == [
+        ("seqkit.data.dyn", "seqkit.training"), ("seqkit.data.rel", "seqkit.training.trainer"),
+        ("seqkit.models.dunder", "seqkit.generation.search"), ("seqkit.models.lazy", "seqkit.generation.search"),
+        ("seqkit.models.low", "seqkit.training.trainer"), ("seqkit.models.up", "seqkit.tasks")]

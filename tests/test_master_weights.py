@@ -15,7 +15,7 @@ from seqkit.optim.groups import param_groups
 from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.trainer import Trainer
 
-from test_gpu_path import count_reads, make_cfg
+from test_gpu_path import host_reads, make_cfg
 from test_trainer import data_dir  # noqa: F401  (the toy corpus, binarized: a fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -107,8 +107,8 @@ def test_an_update_reads_nothing_from_the_device(data_dir, tmp_path, monkeypatch
     samples = samples_of(t, 2)
     t.train_step([samples[0]])
     as_on_a_gpu(monkeypatch)
-    reads = count_reads(monkeypatch)
-    logs = t.train_step([samples[1]])
+    with host_reads() as reads:
+        logs = t.train_step([samples[1]])
     assert reads == []
     monkeypatch.undo()
     assert float(logs["stepped"]) == 1.0
@@ -126,9 +126,9 @@ def test_fp16_overflow_skips_the_step_and_halves_the_scale(data_dir, tmp_path, m
     moments = [t.optimizer.state[m]["exp_avg"].clone() for m in t.master.masters]
     weight = t.model.tgt_embed.weight
     hook = weight.register_hook(lambda g: torch.full_like(g, float("inf")))
-    reads = count_reads(monkeypatch)
     as_on_a_gpu(monkeypatch)
-    logs = t.train_step([samples[1]])
+    with host_reads() as reads:
+        logs = t.train_step([samples[1]])
     monkeypatch.undo()
     hook.remove()
     assert reads == []

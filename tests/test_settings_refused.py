@@ -169,7 +169,7 @@ def test_the_sweep_and_the_distillation_example_share_one_evaluate(single, singl
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     root, _ = single
     out = tmp_path / "b64"
-    speed = evaluate.generate(str(single_ckpt / "checkpoint_best.pt"), str(root / "bin"), "valid", str(out), 5, 64, 1)
+    speed = evaluate.generate(str(single_ckpt / "checkpoint_best.pt"), str(root / "bin"), "valid", str(out), None, 64, 1)
     assert speed > 0  # classification prints examples/s
     scores = evaluate.score(str(out / "generate-valid.txt"))
     assert 0 <= scores["accuracy"] <= 100

@@ -54,7 +54,7 @@ def evaluate(ck, tag):
     row = {"split": split}
     for batch in (64, 1) if translation and not args.score_only else (64,):
         out = os.path.join(args.out, tag, f"b{batch}")
-        runs = [generate(ck, args.data, split, out, 5, batch, args.threads)
+        runs = [generate(ck, args.data, split, out, 5 if translation else None, batch, args.threads)
                 for _ in range(1 if args.score_only else args.repeats)]
         row[f"per_s_b{batch}"], row[f"runs_b{batch}"] = statistics.median(runs), runs
         if batch == 64:
@@ -73,9 +73,11 @@ for method in args.methods.split(","):
         if share > 0:
             ck = os.path.join(args.out, f"{tag}.pt")
             t0 = time.time()
-            step = [f"step={args.step}"] if args.step is not None and method == "heads" else []
+            # the data and step are head pruning's (magnitude pruning refuses them)
+            heads = [f"data={args.data}", "subset=valid"] if method == "heads" else []
+            heads += [f"step={args.step}"] if args.step is not None and method == "heads" else []
             r = sh(["seqkit-prune", f"path={args.checkpoint}", f"output={ck}", f"method={method}", f"share={share}",
-                    f"threads={args.threads}", f"data={args.data}", "subset=valid", *step])
+                    f"threads={args.threads}", *heads])
             os.makedirs(os.path.join(args.out, tag), exist_ok=True)
             with open(os.path.join(args.out, tag, "prune.log"), "w", encoding="utf-8") as f:
                 f.write(r.stderr)

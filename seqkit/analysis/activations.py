@@ -27,6 +27,25 @@ from seqkit.core.errors import SeqkitError
 PROPERTIES = ("quotes", "brackets", "line_position", "word_position")
 
 
+def read_passage(path: str, max_chars: int) -> List[str]:
+    """The lines of ``path`` as the character tokenizer reads them (stripped), up to ``max_chars``
+    characters with one per line end; a passage with no character to read is an error."""
+    from seqkit.core.io import read_lines
+
+    lines: List[str] = []
+    total = 0
+    for line in read_lines(path):
+        if total >= max_chars:
+            break
+        line = line.strip()[: max_chars - total]
+        lines.append(line)
+        total += len(line) + 1
+    if not any(lines):
+        raise SeqkitError(f"{path} has no text ({'only blank lines' if lines else 'an empty file'}): give a passage of "
+                          "a few lines for the model to read")
+    return lines
+
+
 def property_signals(lines: List[str]) -> Dict[str, np.ndarray]:
     """Each property's value at every character of ``lines``, ``</s>`` after each line (as a newline)."""
     out: Dict[str, List[float]] = {p: [] for p in PROPERTIES}

@@ -15,10 +15,11 @@ distribution (add-one smoothed) on the same tokens: the no-context baseline.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Collection, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,7 @@ from omegaconf import MISSING
 from seqkit.core.config import CommonConfig, check_compile, check_param_dtype
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
+from seqkit.core.settings import Reads, refuse_unread
 from seqkit.generation.config import QUANTIZE, check_quantize
 from seqkit.generation.quantize import quantize_int8
 
@@ -47,9 +49,116 @@ class EvalLMConfig:
                         choices=QUANTIZE)
 
 
-def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
-    """Score ``cfg.gen_subset``; returns the figures (also what the CLI prints)."""
-    from seqkit.core.checkpoints import load_for_inference
+# the task settings a language model's evaluation takes from the command line; every other one
+# given must be the checkpoint's own (what the model trained with), and a masked-LM or denoising
+# checkpoint takes only task.data (its masking or noise is validation's)
+BLOCK_SETTINGS = ("tokens_per_sample", "context_window", "sample_break_mode")
+WHY = {"eos_prefix": " (</s> before the split's first token or not, as before every line it read; "
+                     "seqkit-import eos_prefix= chooses it for an imported GPT-2)"}
+
+
+def _text(value: Any) -> str:
+    """A setting's value as written on a command line."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def given_settings(task_cfg: Any, keys: Optional[Collection[str]]) -> Dict[str, Any]:
+    """``task.*`` settings the user gave, by name (``name`` for ``task=NAME``): ``keys`` of
+    ``task_cfg``, else every key of a mapping, or a dataclass's fields that differ from their defaults."""
+    if keys is not None:
+        return {k: task_cfg[k] if hasattr(task_cfg, "keys") else getattr(task_cfg, k) for k in keys}
+    if hasattr(task_cfg, "keys"):
+        return {k: task_cfg[k] for k in task_cfg.keys()}
+    if not dataclasses.is_dataclass(task_cfg):
+        return {}
+    default = type(task_cfg)()
+    return {f.name: getattr(task_cfg, f.name) for f in dataclasses.fields(task_cfg)
+            if getattr(task_cfg, f.name) != getattr(default, f.name)}
+
+
+def _one_of(name: str, top: Optional[Any], in_task: Optional[Any]) -> Optional[Any]:
+    """``NAME=`` and ``task.NAME=`` are one setting: either, or both alike."""
+    if top is not None and in_task is not None and top != in_task:
+        raise SeqkitError(f"{name}={top} and task.{name}={in_task} disagree: give one of them")
+    return top if top is not None else in_task
+
+
+def check_given(cfg: EvalLMConfig, given: Dict[str, Any], task_name: str, task_cfg: Any) -> None:
+    """Refuse a task setting the evaluation would not use: another task than the checkpoint's, or
+    a value other than the checkpoint's (``task_cfg``) of a setting the model trained with
+    (``eos_prefix``; a masked LM's or denoising model's masks, noise and blocks)."""
+    if "name" in given and given["name"] != task_name:
+        raise SeqkitError(f"task={given['name']}, but {cfg.path} is a {task_name} checkpoint: drop task= "
+                          "(seqkit-eval-lm takes the task from the checkpoint)")
+    takes = ("name", "data") + (() if task_name in NOISED else BLOCK_SETTINGS)
+    for key, value in given.items():
+        if key in takes:
+            continue
+        if not hasattr(task_cfg, key):
+            raise SeqkitError(f"task.{key}: a {task_name} checkpoint has no such setting; drop it")
+        theirs = getattr(task_cfg, key)
+        if value != theirs:
+            raise SeqkitError(f"task.{key}={_text(value)}: {cfg.path} trained with task.{key}={_text(theirs)}"
+                              f"{WHY.get(key, '')}, and is scored on its data as it trained; drop it")
+    if task_name in NOISED and cfg.tokens_per_sample not in (0, task_cfg.tokens_per_sample):
+        raise SeqkitError(f"tokens_per_sample={cfg.tokens_per_sample}: a {task_name} checkpoint is scored on the "
+                          f"blocks it trained on ({task_cfg.tokens_per_sample} tokens); drop it")
+    if task_name in NOISED and cfg.context_window:
+        raise SeqkitError(f"context_window={cfg.context_window}: a {task_name} checkpoint reads its blocks alone, "
+                          "with no context window; drop it")
+
+
+def default_block(trained: int, positions: int, learned: bool, context: int) -> int:
+    """``tokens_per_sample`` when none is given: the block the model trained on, shortened so that
+    with ``context`` earlier tokens it stays within the positions the model trained (learned
+    positions) or has."""
+    budget = min(trained, positions) if learned and trained else positions
+    block = min(trained, positions) if trained else positions
+    if block + context > budget and budget - context >= 1:
+        block = budget - context
+    return block
+
+
+def set_blocks(cfg: EvalLMConfig, given: Dict[str, Any], task: Any, model: Any, state: Dict[str, Any]) -> int:
+    """A language model's blocks: ``tokens_per_sample``, ``context_window`` and
+    ``sample_break_mode`` as given (``NAME=`` or ``task.NAME=``), else the block follows the model
+    (:func:`default_block`), the context is 0 and the break mode the checkpoint's. Sets
+    ``task.cfg``; returns the block length the model trained on (an imported model: its positions,
+    which its own training filled)."""
+    block = _one_of("tokens_per_sample", cfg.tokens_per_sample or None, given.get("tokens_per_sample"))
+    context = _one_of("context_window", cfg.context_window or None, given.get("context_window")) or 0
+    positions = model.max_positions()[0]
+    learned = bool(getattr(getattr(model, "cfg", None), "learned_positions", False))
+    trained = positions if state.get("hf") else int(state["cfg"]["task"].get("tokens_per_sample") or 0)
+    if block is None:
+        block = default_block(trained, positions, learned, context)
+    mode = given.get("sample_break_mode", task.cfg.sample_break_mode)
+    task.cfg = dataclasses.replace(task.cfg, tokens_per_sample=block, context_window=context, sample_break_mode=mode)
+    return trained
+
+
+def eval_lm_reads(task_name: str) -> Reads:
+    """The settings seqkit-eval-lm reads for a checkpoint of ``task_name``."""
+    keys = ["path", "gen_subset", "max_tokens", "quantize", "task", "common.precision", "common.device",
+            "common.threads", "common.user_dir", "common.compile", "common.compile_mode", "common.param_dtype"]
+    why = [("common.fp16", "loss scaling is training's"), ("common.log", "it logs one line at the end"),
+           ("common.tensorboard_logdir", "TensorBoard logs are seqkit-train's"),
+           ("common.attention_kernels", "it scores with torch's default attention kernels")]
+    if task_name in NOISED:  # the masking / noise is drawn again, from the seed
+        keys.append("common.seed")
+    else:
+        keys += ["tokens_per_sample", "context_window"]
+        why.append(("common.seed", "a language model's perplexity draws nothing at random"))
+    return Reads(f"seqkit-eval-lm on a {task_name} checkpoint", tuple(keys), tuple(why))
+
+
+def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
+             command_line: Optional[Collection[str]] = None) -> Dict[str, Any]:
+    """Score ``cfg.gen_subset``; returns the figures (also what the CLI prints). ``task_keys``: the
+    ``task.*`` settings the user gave (the CLI reads them off its command line); None: those
+    ``cfg.task`` holds (a mapping), or holds away from their defaults (a dataclass).
+    ``command_line``: every key the CLI was given; one this checkpoint's scoring does not read is refused."""
+    from seqkit.core.checkpoints import load, model_for_inference, task_for_inference
     from seqkit.training.distributed import pick_device
 
     if not cfg.path:
@@ -58,21 +167,22 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     check_param_dtype(cfg.common, "seqkit-eval-lm")
     if cfg.common.threads > 0:
         torch.set_num_threads(cfg.common.threads)
-    overrides: Dict[str, Any] = {"data": cfg.task.data, "context_window": cfg.context_window}
-    if cfg.tokens_per_sample:
-        overrides["tokens_per_sample"] = cfg.tokens_per_sample
-    from seqkit.core import checkpoints
-
-    state = checkpoints.load(cfg.path)
+    given = given_settings(cfg.task, task_keys)
+    state = load(cfg.path)
     task_name = state["cfg"]["task"].get("name")
-    if task_name in NOISED:  # masks or noise, no context window: only the data folder changes
-        overrides = {"data": cfg.task.data}
-    trained_len = int(state["cfg"]["task"].get("tokens_per_sample") or 0)
-    task, model = load_for_inference(cfg.path, overrides, state)
-    del state
+    task = task_for_inference(state, {"data": cfg.task.data})
     if task_name not in NOISED and getattr(task, "model_kind", None) != "lm":
-        raise SeqkitError(f"{cfg.path} holds a {getattr(task, 'model_kind', 'seq2seq')} model of task {task_name}; "
-                          f"seqkit-eval-lm scores the pretraining tasks: language_modeling, {', '.join(NOISED)}")
+        what = task.describe() if hasattr(task, "describe") else f"a model of task {task_name}"
+        raise SeqkitError(f"path={cfg.path} is {what}; seqkit-eval-lm scores language models (and masked-LM / "
+                          f"denoising ones): seqkit-generate runs this one")
+    check_given(cfg, given, task_name, task.cfg)
+    if command_line is not None:
+        refuse_unread(command_line, eval_lm_reads(task_name))
+    model = model_for_inference(cfg.path, state, task)
+    trained_len = 0
+    if task_name not in NOISED:
+        trained_len = set_blocks(cfg, given, task, model, state)
+    del state
     device = pick_device(cfg.common.device, 0)
     check_quantize(cfg.quantize, device.type, "seqkit", cfg.common.precision)
     if cfg.quantize == "int8":
@@ -80,14 +190,15 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
     model = model.to(device).eval()
     if task_name in NOISED:
         return evaluate_noised(cfg, task, model, device)
-    ds = task.load_dataset(cfg.gen_subset, context_window=cfg.context_window)
+    context = task.cfg.context_window
+    ds = task.load_dataset(cfg.gen_subset, context_window=context)
     limit = model.max_positions()[0]
     if len(ds.too_long(limit, limit)):
-        raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {cfg.context_window} "
+        raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {context} "
                           f"exceeds the model's {limit} positions")
-    length = task.cfg.tokens_per_sample + cfg.context_window
+    length = task.cfg.tokens_per_sample + context
     if getattr(getattr(model, "cfg", None), "learned_positions", False) and trained_len and length > trained_len:
-        raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {cfg.context_window} "
+        raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {context} "
                           f"= {length} reaches learned positions the model never trained (it trained on blocks "
                           f"of {trained_len}); keep the sum at most {trained_len}")
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.common.precision]
@@ -113,7 +224,7 @@ def evaluate(cfg: EvalLMConfig) -> Dict[str, Any]:
         "tokens": count,
         "words": words,
         "tokens_per_sample": task.cfg.tokens_per_sample,
-        "context_window": cfg.context_window,
+        "context_window": context,
         "loss": round(nll / max(count, 1) / math.log(2), 4),
         "ppl": round(math.exp(min(nll / max(count, 1), 700.0)), 2),
         "tokens_per_s": round(count / max(seconds, 1e-9), 1),

@@ -60,6 +60,18 @@ class ProbeConfig:
     threads: int = arg(0, "CPU threads (0: torch's default)", ge=0)
 
 
+def check_settings(cfg: ProbeConfig) -> None:
+    """Refuse a split the figures would be meaningless on: the probes' own training split (scored
+    there, a probe reports what it memorized), and a report split that is the chosen one."""
+    for name in ("split", "report"):
+        if getattr(cfg, name) == "train":
+            raise SeqkitError(f"{name}=train: the probes are trained on train, so their score there measures "
+                              "memorization, not the representation: score on a held-out split (split=valid, "
+                              "report=test)")
+    if cfg.report and cfg.report == cfg.split:
+        raise SeqkitError(f"report={cfg.report} is the split layers are chosen on: report another (e.g. test)")
+
+
 # -- every layer of a model --------------------------------------------------------------------------
 def _stacks(model: nn.Module) -> List[Tuple[str, nn.ModuleList]]:
     """The model's Transformer layer stacks, in the order its forward pass runs them."""
@@ -284,6 +296,7 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
     from seqkit.core.checkpoints import load_for_inference
     from seqkit.core.registry import MODELS, TASKS
 
+    check_settings(cfg)
     if not cfg.path or not cfg.data:
         raise SeqkitError("path=CHECKPOINT and data=FOLDER are required")
     if cfg.threads:
@@ -317,12 +330,13 @@ def run(cfg: ProbeConfig) -> Dict[str, Any]:
     if not data.src_dict.is_prefix_of(vocab):
         raise SeqkitError(f"{cfg.data} was binarized with another dictionary than {cfg.path}'s "
                           f"(seqkit-preprocess task={kind} vocab_from={cfg.path} ...)")
+    if data.per_token and cfg.pooling != "auto":
+        raise SeqkitError(f"pooling={cfg.pooling} sets where a sentence label is read; {cfg.data} holds {kind} data, "
+                          "one label per word read at its first piece: drop pooling")
     pooling = getattr(model, "transfer_pooling", "mean") if cfg.pooling == "auto" else cfg.pooling
     pooling = pooling if pooling in ("first", "last", "mean") else "mean"
     train_x, train_y, train_types = _vectors(model, data.load_dataset("train"), chosen, data.per_token, pooling,
                                              cfg.max_train)
-    if cfg.report == cfg.split:
-        raise SeqkitError(f"report={cfg.report} is the split layers are chosen on: report another (e.g. test)")
     test_x, test_y, test_types = _vectors(model, data.load_dataset(cfg.split), chosen, data.per_token, pooling, 0)
     n_test = len(test_y)
     rep_types: List[Tuple[int, ...]] = []

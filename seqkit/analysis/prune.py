@@ -30,6 +30,7 @@ from torch import nn
 
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
+from seqkit.core.settings import user_set
 from seqkit.models.modules.attention import MultiheadAttention
 
 log = logging.getLogger("seqkit.prune")
@@ -52,6 +53,24 @@ class PruneConfig:
     subset: str = arg("valid", "heads: the split whose loss measures the importance")
     max_tokens: int = arg(4096, "heads: tokens per batch of that split", ge=1)
     threads: int = arg(0, "CPU threads (0: torch's default)", ge=0)
+
+
+# the settings only one method reads (path, output, share and threads: both)
+METHOD_SETTINGS = {"heads": ("step", "data", "subset", "max_tokens"), "magnitude": ("scope",)}
+
+
+def check_settings(cfg: PruneConfig) -> None:
+    """Refuse the other method's settings, which ``cfg.method`` would not read."""
+    other = "magnitude" if cfg.method == "heads" else "heads"
+    given = user_set(cfg, METHOD_SETTINGS[other])
+    if not given:
+        return
+    if cfg.method == "heads":
+        raise SeqkitError(f"{', '.join(given)} applies to method=magnitude (one weight threshold for all matrices, "
+                          "or one per matrix); head pruning ranks the heads of all layers at once: drop it")
+    raise SeqkitError(f"{', '.join(given)}: settings of head pruning (method=heads), which measures each head's "
+                      "importance on data; magnitude pruning reads share and scope only: "
+                      f"drop {'it' if len(given) == 1 else 'them'}")
 
 
 def attention_modules(model: nn.Module) -> Dict[str, MultiheadAttention]:
@@ -188,6 +207,7 @@ def run(cfg: PruneConfig) -> str:
     from seqkit.core import checkpoints
     from seqkit.core.checkpoints import load_for_inference, saved_keys
 
+    check_settings(cfg)
     if not cfg.path or not cfg.output:
         raise SeqkitError("path=CHECKPOINT and output=FILE are required")
     if os.path.abspath(cfg.path) == os.path.abspath(cfg.output):

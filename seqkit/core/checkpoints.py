@@ -49,7 +49,9 @@ def write(paths: List[str], state: Dict[str, Any]) -> None:
 
 
 def load(path: str) -> Dict[str, Any]:
-    """Read and verify a checkpoint; a missing, truncated or foreign file is a SeqkitError."""
+    """Read and verify a checkpoint; a missing, truncated or foreign file, or a folder, is a SeqkitError."""
+    if os.path.isdir(path):
+        raise SeqkitError(folder_instead(path))
     if not os.path.isfile(path):
         raise SeqkitError(f"checkpoint not found: {path}")
     try:
@@ -61,6 +63,26 @@ def load(path: str) -> Dict[str, Any]:
     if state["format"] > FORMAT_VERSION:
         raise SeqkitError(f"{path} was written by a newer seqkit (format {state['format']})")
     return state
+
+
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def folder_instead(path: str) -> str:
+    """What to say when a checkpoint path names a folder: what the folder is and what to do."""
+    names = set(os.listdir(path))
+    own = [n for n in ("checkpoint_best.pt", "checkpoint_last.pt") if n in names] + epoch_checkpoints(path)[:1]
+    if "config.json" in names and names & set(HF_WEIGHTS):
+        out = path.rstrip("/\\") + ".pt"
+        return (f"path={path} is a HuggingFace folder, not a seqkit checkpoint: seqkit-import it first "
+                f"(seqkit-import path={path} output={out}), then pass path={out}")
+    if own:
+        return (f"path={path} is a folder: name a checkpoint file in it, e.g. "
+                f"path={os.path.join(path, os.path.basename(own[0]))}")
+    if "preprocess.json" in names:
+        return (f"path={path} is a data folder written by seqkit-preprocess: pass it as task.data= and a "
+                "checkpoint as path=")
+    return f"path={path} is a folder, not a checkpoint file (a .pt file written by seqkit-train or seqkit-import)"
 
 
 def epoch_checkpoints(save_dir: str) -> List[str]:
@@ -147,11 +169,18 @@ def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = Non
     task config fields (e.g. ``data`` to locate binarized splits); ``state``: the checkpoint
     already read from ``path``. Task and model are built through the registries, so this module
     imports no task or model (``import_builtin_components`` fills the registries)."""
+    if state is None:
+        state = load(path)
+    task = task_for_inference(state, task_overrides)
+    return task, model_for_inference(path, state, task)
+
+
+def task_for_inference(state: Dict[str, Any], task_overrides: Optional[Dict[str, Any]] = None) -> Any:
+    """The task a checkpoint's ``state`` describes (the run's plugins imported first), without its
+    model: what a command checks the checkpoint's kind on before building anything heavier."""
     import seqkit
 
     seqkit.import_builtin_components()
-    if state is None:
-        state = load(path)
     cfg = state["cfg"]
     user_dir = cfg.get("common", {}).get("user_dir")
     if user_dir and os.path.isdir(user_dir):  # the run's plugins, as fairseq re-imports them
@@ -159,7 +188,12 @@ def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = Non
 
         import_user_dir(user_dir)
     task_values = {**cfg["task"], **(task_overrides or {})}
-    task = TASKS.build(TASKS.make_config(task_values), state["task_state"])
+    return TASKS.build(TASKS.make_config(task_values), state["task_state"])
+
+
+def model_for_inference(path: str, state: Dict[str, Any], task: Any) -> torch.nn.Module:
+    """The model of checkpoint ``path`` (``state``, already read), built by its ``task``, with its weights."""
+    cfg = state["cfg"]
     # a parameter-efficient checkpoint's base path: as stored, else beside the checkpoint (older
     # checkpoints stored it relative to the folder they were trained in)
     resolve = getattr(MODELS.builder(cfg["model"]["name"]), "resolve_paths", None)
@@ -170,4 +204,4 @@ def load_for_inference(path: str, task_overrides: Optional[Dict[str, Any]] = Non
         model.load_state_dict(state["model"], strict=keep is None)
     except RuntimeError as e:
         raise SeqkitError(f"{path}: weights do not fit the model it describes ({str(e).splitlines()[0]})") from None
-    return task, model
+    return model

@@ -28,14 +28,28 @@ class ExportConfig:
     path: str = arg("", "the checkpoint to export (ctranslate2: a Transformer translation model; checkpoint: a "
                         "model=pretrained_classifier / pretrained_tagger run)")
     output: str = arg("", "folder (ctranslate2) or file (checkpoint) to write, replaced only when the export succeeds")
-    quantization: str = arg("fp32", "weight type stored: " + ", ".join(QUANTIZATIONS), choices=tuple(QUANTIZATIONS))
+    quantization: str = arg("fp32", "format=ctranslate2: weight type stored (the other formats store the weights "
+                                    "unquantized): " + ", ".join(QUANTIZATIONS), choices=tuple(QUANTIZATIONS))
     peft: bool = arg(False, "format=huggingface with a model.adapt=lora run: a PEFT adapter folder (adapter_config.json, "
                             "adapter_model.safetensors) with the model without its updates in base/, instead of the "
                             "merged model")
     overwrite: bool = arg(False, "replace an existing output folder")
 
 
+def check_settings(cfg: ExportConfig) -> None:
+    """Refuse a setting ``cfg.format`` does not write: a quantization (only CTranslate2 stores
+    quantized weights) and ``peft`` (a HuggingFace PEFT folder)."""
+    if cfg.quantization != "fp32" and cfg.format != "ctranslate2":
+        raise SeqkitError(f"quantization={cfg.quantization} is stored by format=ctranslate2 only; format={cfg.format} "
+                          "writes the model's weights unquantized: drop quantization (a seqkit checkpoint runs in int8 "
+                          "with seqkit-generate quantize=int8)")
+    if cfg.peft and cfg.format != "huggingface":
+        raise SeqkitError(f"peft=true writes a PEFT adapter folder, a format=huggingface export; format={cfg.format} "
+                          "does not: drop peft or set format=huggingface")
+
+
 def run(cfg: ExportConfig) -> str:
+    check_settings(cfg)
     if not cfg.path:
         raise SeqkitError("path=CHECKPOINT is required")
     if not cfg.output:

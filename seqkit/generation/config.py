@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 from seqkit.core.config import CommonConfig
 from seqkit.core.config import arg, check_ranges
 from seqkit.core.errors import SeqkitError
+from seqkit.core.settings import Reads
 
 QUANTIZE = ("none", "int8")  # seqkit's engine: quantize=int8 (see seqkit.generation.quantize)
 
@@ -144,3 +145,70 @@ class GenerateConfig:
                               "(the teacher's token ids), and print nothing; train a student on it")
     topk: int = arg(1, "classification checkpoints: also print the next most probable labels, k in all; masked-LM "
                        "checkpoints: fillers per <mask> slot (1: the default 5)", ge=1)
+
+
+# the settings every run of seqkit's engine reads, whatever the checkpoint
+_ANY_MODEL = ("path", "engine", "quantize", "common.seed", "common.precision", "common.device", "common.threads",
+              "common.user_dir", "common.compile", "common.compile_mode", "common.param_dtype")
+_KINDS = {"seq2seq": "a translation checkpoint", "lm": "a language-model checkpoint",
+          "classifier": "a classification checkpoint", "tagger": "a tagging checkpoint",
+          "masked_lm": "a masked-LM checkpoint", "icl": "a language model classifying in context (icl.verbalizers)"}
+
+
+def generate_reads(cfg: GenerateConfig, kind: str, labels: int = 0, attention: bool = True) -> Reads:
+    """The settings ``seqkit-generate`` reads for a checkpoint of ``kind`` (a task's ``model_kind``,
+    or ``icl``), given where its input comes from (``input=-`` or a split of ``task.data``);
+    ``labels``: a classifier's number of labels (``topk`` above it is refused); ``attention``:
+    whether its model runs attention kernels (``common.attention_kernels``)."""
+    keys = list(_ANY_MODEL) + (["common.attention_kernels"] if attention else [])
+    why = [("generation", "a classifier or tagger predicts in one forward pass, without search or sampling"),
+           ("common.attention_kernels", "the model runs no attention kernel"),
+           ("common.log_interval", "generation logs once, at the end"),
+           ("common.log_format", "generation logs plain lines"),
+           ("common.fp16_init_loss_scale", "loss scaling is training's"),
+           ("common.fp16_scale_window", "loss scaling is training's"),
+           ("common.fp16_min_loss_scale", "loss scaling is training's"),
+           ("common.tensorboard_logdir", "TensorBoard logs are seqkit-train's"),
+           ("gen_subset", "input=- reads stdin"), ("task.data", "input=- reads stdin"),
+           ("buffer_size", "it counts stdin lines (input=-)"),
+           ("compute_type", "engine=ctranslate2's"), ("intra_threads", "engine=ctranslate2's"),
+           ("ctranslate2_dir", "engine=ctranslate2's")]
+    stdin = cfg.input == "-"
+    keys += ["input", "buffer_size"] if stdin else ["gen_subset", "task.data"]
+    if kind in ("seq2seq", "lm"):
+        keys += ["generation", "batch_size", "max_tokens", "inter_threads", "results_path"]
+        if cfg.engine == "ctranslate2":
+            keys += ["compute_type", "intra_threads", "ctranslate2_dir"]
+        elif cfg.common.precision == "fp32" and cfg.quantize == "none":
+            keys.append("packed_weights")
+        if kind == "seq2seq" and not stdin:
+            keys.append("distill_to")
+        if not cfg.generation.print_alignment:
+            keys.remove("generation")
+            keys += [f"generation.{f.name}" for f in dataclasses.fields(GenerationConfig) if f.name != "alignment_layer"]
+            why.insert(0, ("generation.alignment_layer", "it picks the layer of generation.print_alignment=true"))
+        why += [("topk", "it counts a classifier's labels or a masked LM's fillers"),
+                ("packed_weights", "weights are packed at fp32 without quantize")]
+    elif kind in ("classifier", "tagger", "icl"):
+        keys += ["batch_size", "results_path"]
+        if kind != "tagger":
+            keys.append("topk")
+        if kind == "icl":
+            keys += ["icl.verbalizers", "icl.shots", "icl.template", "icl.calibrate"]
+            keys += ["icl.seed"] if cfg.icl.shots > 0 else []
+            keys += ["icl.content_free"] if cfg.icl.calibrate else []
+            why += [("icl.seed", "it draws the demonstrations, and icl.shots=0 has none"),
+                    ("icl.content_free", "it is the calibration query of icl.calibrate=true")]
+        why += [("topk", "a tagger prints one tag per word"), ("max_tokens", "batches are batch_size examples"),
+                ("inter_threads", "one batch at a time"), ("packed_weights", "it packs a search's weights"),
+                ("distill_to", "it writes a translation's best hypotheses")]
+    elif kind == "masked_lm":
+        keys = [k for k in keys if k != "buffer_size"] + ["input", "topk"]
+        why += [("buffer_size", "<mask> lines are filled one at a time"),("results_path", "a masked LM's fillers are printed on stdout"),
+                ("batch_size", "<mask> lines are filled one at a time")]
+    if kind != "icl":
+        why.append(("icl", "icl.verbalizers turns a language-model checkpoint into an in-context classifier"))
+    reads = Reads(f"seqkit-generate on {_KINDS.get(kind, f'a {kind} checkpoint')}", tuple(keys), tuple(why))
+    if "topk" in keys and labels and cfg.topk > labels:
+        raise SeqkitError(f"topk={cfg.topk}: the checkpoint has {labels} labels; at most topk={labels}")
+    return reads

@@ -77,6 +77,10 @@ class InContextClassifier(Classifier):
         self.verbalizers = [self._encode(v) for v in cfg.verbalizers]
         if any(not v for v in self.verbalizers):
             raise SeqkitError("icl.verbalizers: an empty verbalizer")
+        for word, ids in zip(cfg.verbalizers, self.verbalizers):
+            if d.unk() in ids:  # every label's <unk> would score alike: the choice would mean nothing
+                raise SeqkitError(f"icl.verbalizers: {word!r} is not in the language model's vocabulary "
+                                  f"({len(d)} types; it would be scored as <unk>): pick words the model knows")
         self.pool: List[List[int]] = []
         self.pool_labels: List[int] = []
         if cfg.shots:

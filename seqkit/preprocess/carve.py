@@ -86,11 +86,16 @@ def carve_sentences(train: LabelledSplit, share: float, seed: int) -> Tuple[Labe
 UNITS = {"example": carve_examples, "sentence": carve_sentences}
 
 
+def check_known_unit(unit: str) -> None:
+    """Refuse a unit that is not one of :data:`UNITS`."""
+    if unit not in UNITS:
+        raise SeqkitError(f"carve_unit={unit!r}: choose one of {', '.join(UNITS)}")
+
+
 def check_unit(unit: str, share: float) -> None:
     """Refuse an unknown unit, and a unit other than the default when nothing is carved (it would
     be ignored)."""
-    if unit not in UNITS:
-        raise SeqkitError(f"carve_unit={unit!r}: choose one of {', '.join(UNITS)}")
+    check_known_unit(unit)
     if unit != "example" and share <= 0:
         raise SeqkitError(f"carve_unit={unit} applies to what carve_valid holds out, and carve_valid=0 holds out "
                           "nothing: set carve_valid (e.g. 0.1) or leave carve_unit out")

@@ -22,6 +22,7 @@ from seqkit.core.config import arg, to_plain
 from seqkit.core.errors import SeqkitError
 from seqkit.core.io import staging_in_use
 from seqkit.core.registry import TOKENIZERS
+from seqkit.core.settings import user_set
 from seqkit.data.dictionary import Dictionary
 from seqkit.tokenizers import Tokenizer
 
@@ -53,7 +54,7 @@ class PreprocessConfig:
     overwrite: bool = arg(False, "replace a non-empty destdir")
     skip_empty: bool = arg(True, "drop training pairs with an empty side (valid/test keep them)")
     tokenizer: Any = arg(MISSING, "tokenizer config, filled by the hydra `tokenizer` group (tokenizer=NAME)")
-    # classification / tagging only (translation ignores them)
+    # classification / tagging only (other tasks refuse them: check_settings)
     text_columns: Any = arg(help="classification: TSV column(s) holding the text: text_columns=sentence or "
                                  "text_columns=[sentence1,sentence2] for pairs", factory=lambda: ["sentence"])
     label_column: str = arg("label", "classification: TSV column holding the label (a split without it is unlabelled)")
@@ -72,6 +73,66 @@ class PreprocessConfig:
                                           "dictionary of this pretraining checkpoint or language_modeling folder "
                                           "instead of learning new ones (for model=pretrained_classifier / "
                                           "pretrained_tagger, or to go on training a language model on new text)")
+
+
+LABELLED = ("classification", "tagging")
+# settings that only some tasks read -> (those tasks, what the setting is for)
+TASK_SETTINGS = {
+    "text_columns": (("classification",), "the TSV columns of a classification file"),
+    "label_column": (("classification",), "the TSV column of a classification file's labels"),
+    "word_column": (("tagging",), "a CoNLL file's word column"),
+    "tag_column": (("tagging",), "a CoNLL file's tag column"),
+    "target_lang": (("translation",), "the target side of parallel text"),
+    "source_lang": (("translation", "language_modeling"), "the files' language suffix"),
+    "joined_dictionary": (("translation",), "one dictionary for both sides of parallel text"),
+    "thresholdtgt": (("translation",), "the target dictionary's count threshold"),
+    "nwordstgt": (("translation",), "the target dictionary's size"),
+    "skip_empty": (("translation",), "dropping training pairs with an empty side (a language model keeps "
+                                     "every line)"),
+    "workers": (("translation", "language_modeling"), "processes that binarize a text stream"),
+}
+
+
+def _shown(cfg: PreprocessConfig, name: str) -> str:
+    value = getattr(cfg, name)
+    return f"{name}=[{','.join(map(str, value))}]" if isinstance(value, (list, tuple)) else f"{name}={value}"
+
+
+def check_carve(cfg: PreprocessConfig) -> None:
+    """carve_valid, carve_seed and carve_unit: a known unit; on classification and tagging only; the
+    seed and unit only with something carved."""
+    from seqkit.preprocess.carve import check_known_unit, check_unit
+
+    check_known_unit(cfg.carve_unit)  # on any task
+    if cfg.task in LABELLED:
+        check_unit(cfg.carve_unit, cfg.carve_valid)  # a unit with nothing carved
+        if cfg.carve_valid <= 0 and user_set(cfg, ["carve_seed"]):
+            raise SeqkitError(f"{_shown(cfg, 'carve_seed')} picks what carve_valid holds out, and carve_valid=0 holds "
+                              "out nothing: set carve_valid (e.g. carve_valid=0.1) or drop carve_seed")
+        return
+    if cfg.carve_valid > 0:
+        raise SeqkitError("carve_valid= applies to task=classification and tagging (translation and language "
+                          "models have validation files of their own: validpref=)")
+    for name in ("carve_seed", "carve_unit"):
+        if user_set(cfg, [name]):
+            raise SeqkitError(f"{_shown(cfg, name)} applies to what carve_valid holds out, in task=classification and "
+                              f"tagging; task={cfg.task} carves nothing (its validation files: validpref=): drop it")
+
+
+def check_settings(cfg: PreprocessConfig) -> None:
+    """Refuse, before any file is read, a setting that ``cfg.task`` would not read."""
+    check_carve(cfg)
+    if cfg.vocab_from and cfg.task == "translation":
+        raise SeqkitError("vocab_from= applies to task=classification, tagging and language_modeling")
+    for name, (tasks, what) in TASK_SETTINGS.items():
+        if cfg.task not in tasks and user_set(cfg, [name]):
+            raise SeqkitError(f"{_shown(cfg, name)} sets {what}, read by task={' and '.join(tasks)} only; "
+                              f"task={cfg.task} does not read it: drop it")
+    for name in ("thresholdtgt", "nwordstgt"):
+        if cfg.joined_dictionary and user_set(cfg, [name]):
+            raise SeqkitError(f"{_shown(cfg, name)}: with joined_dictionary=true (the default) one dictionary "
+                              "serves both sides, built with thresholdsrc and nwordssrc; set those, or "
+                              "joined_dictionary=false")
 
 
 def split_names(cfg: PreprocessConfig) -> List[Tuple[str, str]]:

@@ -28,7 +28,7 @@ from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import write_dataset
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START, encode_example
 from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
-from seqkit.preprocess.carve import carve, check_unit
+from seqkit.preprocess.carve import carve
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
 
@@ -45,7 +45,6 @@ def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
     """({split: examples}, what carve_valid did: {} when nothing was carved)."""
     if not cfg.trainpref:
         raise SeqkitError("trainpref is required (a TSV file, or a CoNLL file for task=tagging)")
-    check_unit(cfg.carve_unit, cfg.carve_valid)  # a setting that would be ignored fails before any file is read
     columns = as_list(cfg.text_columns)
     if cfg.task == "classification" and not 1 <= len(columns) <= 2:
         raise SeqkitError(f"text_columns names {len(columns)} columns; classification takes 1 (a sentence) or 2 (a pair)")

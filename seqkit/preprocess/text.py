@@ -37,9 +37,9 @@ from seqkit.core.errors import SeqkitError
 from seqkit.core.io import atomic_write_text, read_all_lines, staged_dir
 from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import IndexedDatasetBuilder, dtype_for_vocab
-from seqkit.preprocess.common import (LM_KEY, TASKS, PreprocessConfig, pretrained_vocabulary,  # noqa: F401
-                                      remove_stale_staging, save_torch, sigterm_as_exit, split_names,
-                                      tokenizer_config, train_tokenizers)
+from seqkit.preprocess.common import (LM_KEY, TASKS, PreprocessConfig, check_settings,  # noqa: F401
+                                      pretrained_vocabulary, remove_stale_staging, save_torch, sigterm_as_exit,
+                                      split_names, tokenizer_config, train_tokenizers)
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 log = logging.getLogger("seqkit.preprocess")
@@ -228,11 +228,7 @@ def preprocess(cfg: PreprocessConfig) -> Dict[str, Any]:
     if lm and not cfg.trainpref:
         raise SeqkitError("trainpref is required (the training text file)")
     langs = _check_config(cfg) if cfg.task == "translation" else [LM_KEY] if lm else []
-    if cfg.vocab_from and cfg.task == "translation":
-        raise SeqkitError("vocab_from= applies to task=classification, tagging and language_modeling")
-    if cfg.carve_valid > 0 and cfg.task in ("translation", "language_modeling"):
-        raise SeqkitError("carve_valid= applies to task=classification and tagging (translation and language "
-                          "models have validation files of their own: validpref=)")
+    check_settings(cfg)  # a setting this task would ignore fails before any file is read
     tok_cfg = tokenizer_config(cfg.tokenizer)  # a bad tokenizer config fails before any reading
     dest = os.path.abspath(cfg.destdir)
     if os.path.exists(dest) and not os.path.isdir(dest):

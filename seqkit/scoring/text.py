@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.core.io import read_all_lines
+from seqkit.core.settings import user_set
 from seqkit.scoring.labels import (DEFAULT_POSITIVE_LABEL, TASKS, detect_task, score_classification,
                                    score_tagging)
 
@@ -259,6 +260,28 @@ def corpus_scores(
     return results
 
 
+# what each kind of output is scored with, and the settings only one kind reads
+LABEL_METRICS = {"classification": "accuracy, macro-F1 and MCC (with two labels also the positive label's F1)",
+                 "tagging": "conlleval's entity F1 and token accuracy"}
+TRANSLATION_SETTINGS = ("metrics", "tokenize", "lowercase", "tok_lc_bleu", "sentence_level")
+CLASSIFICATION_SETTINGS = ("label_column", "positive_label")
+
+
+def check_settings(cfg: ScoreConfig, task: str, hyp_name: str) -> None:
+    """Refuse the settings of another kind of output than ``task``'s (sacreBLEU's metrics on labels,
+    classification's label settings on translations or tags), which scoring it would ignore."""
+    given = user_set(cfg, TRANSLATION_SETTINGS) if task in LABEL_METRICS else []
+    if given:
+        raise SeqkitError(f"{', '.join(given)}: for translation output (sacreBLEU's metrics and tokenizers); "
+                          f"{hyp_name} is {task} output, scored with {LABEL_METRICS[task]}: drop "
+                          f"{'it' if len(given) == 1 else 'them'}")
+    given = user_set(cfg, CLASSIFICATION_SETTINGS) if task != "classification" else []
+    if given:
+        scored = LABEL_METRICS.get(task, "sacreBLEU's metrics (metrics=)")
+        raise SeqkitError(f"{', '.join(given)}: for classification output (L- lines); {hyp_name} is {task} output, "
+                          f"scored with {scored}: drop {'it' if len(given) == 1 else 'them'}")
+
+
 def score_files(cfg: ScoreConfig) -> List[Dict[str, Any]]:
     """Read ``cfg.hyp`` and ``cfg.ref`` (or the T- lines of generate output) and score them.
 
@@ -279,8 +302,8 @@ def score_files(cfg: ScoreConfig) -> List[Dict[str, Any]]:
     task = detect_task(lines, hyp_name) if cfg.task == "auto" else cfg.task
     if task not in TASKS:
         raise SeqkitError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+    check_settings(cfg, task, hyp_name)
     if task in ("classification", "tagging"):
-        # metrics, tokenize, lowercase, tok_lc_bleu and sentence_level are translation options
         if len(refs_paths) > 1:
             raise SeqkitError(f"{task} takes one reference file, got {len(refs_paths)}")
         ref = (_display(refs_paths[0]), read_text_lines(refs_paths[0])) if refs_paths else None

@@ -30,6 +30,7 @@ from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.labelled_dataset import IGNORE, UNLABELLED_WORD_START, LabelledDataset, encode_example
 from seqkit.models.base import check_model_kind
 from seqkit.scoring import metrics
+from seqkit.tasks.folders import check_dictionary, check_folder, describe_folder, tokenizer_label
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 
@@ -86,12 +87,30 @@ class ClassificationTask:
         return {"src_dict": self.src_dict.state_dict(), "labels": list(self.labels), "pairs": self.pairs,
                 "tokenizer": self._tokenizer_state}
 
+    def describe(self) -> str:
+        """What this task's model is, for messages: ``a sentence classifier (3 labels)``."""
+        if self.per_token:
+            return f"a tagger ({len(self.labels)} tags)"
+        return f"a sentence{'-pair' if self.pairs else ''} classifier ({len(self.labels)} labels)"
+
+    def check_data_folder(self) -> None:
+        """The folder is of this task's kind (pairs for a pair classifier), in this dictionary."""
+        data, model = self.cfg.data, self.describe()
+        meta = check_folder(data, self.cfg.name, model)
+        if meta is not None and not self.per_token and bool(meta.get("pairs", False)) != self.pairs:
+            raise SeqkitError(f"task.data={data} is {describe_folder(meta)}, but this checkpoint is {model}: "
+                              f"give it {'sentence pairs' if self.pairs else 'single sentences'} "
+                              "(seqkit-preprocess task=classification ...)")
+        check_dictionary(data, "dict.input.txt", self.src_dict, tokenizer_label(self._tokenizer_state), meta,
+                         "preprocess the text as its training folder was (the same tokenizer and dictionary)")
+
     # -- data ------------------------------------------------------------------------------------
     def split_exists(self, split: str) -> bool:
         return os.path.isfile(os.path.join(self.cfg.data, f"{split}.input.idx"))
 
     def load_dataset(self, split: str, with_target: bool = True) -> LabelledDataset:
         base = os.path.join(self.cfg.data, split)
+        self.check_data_folder()
         if not self.split_exists(split):
             raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {base}.input.idx)")
         inputs = IndexedDataset(f"{base}.input")

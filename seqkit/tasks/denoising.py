@@ -34,7 +34,8 @@ from seqkit.data.lm_dataset import BREAK_MODES, block_bounds
 from seqkit.data.noising import BartNoise, NoiseSpecials, bart_noise, t5_span_corrupt
 from seqkit.data.pair_dataset import PaddedBatches
 from seqkit.models.base import check_model_kind
-from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask
+from seqkit.tasks.folders import tokenizer_label
+from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask, check_lm_folder
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 FULL_STOPS = (".", "\u2581.", "!", "\u2581!", "?", "\u2581?")  # symbols that end a sentence (word or piece)
@@ -141,6 +142,11 @@ class DenoisingTask:
     def checkpoint_state(self) -> Dict[str, Any]:
         return dict(self._state)
 
+    def describe(self) -> str:
+        """What this task's model is, for messages."""
+        return (f"a denoising model ({self.cfg.noise} noise, {tokenizer_label(self._state.get('tokenizer'))}, "
+                f"{len(self.dictionary)} types)")
+
     def noise(self, block: torch.Tensor, rng: np.random.Generator) -> Dict[str, torch.Tensor]:
         """``{"source", "target"}`` of one block ``(L,)`` ending with ``</s>``."""
         if self.cfg.noise == "t5":
@@ -155,6 +161,7 @@ class DenoisingTask:
 
     def load_dataset(self, split: str, with_target: bool = True) -> DenoisingDataset:
         prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
+        check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._state.get("tokenizer"))
         if not self.split_exists(split):
             raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
         data = IndexedDataset(prefix)

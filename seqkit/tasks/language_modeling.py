@@ -23,6 +23,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import BREAK_MODES, TokenBlockDataset
 from seqkit.models.base import check_model_kind
+from seqkit.tasks.folders import check_dictionary, check_folder, tokenizer_label
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 DATA_KEY = "text"  # file names of a monolingual folder: dict.text.txt, {split}.text.bin (seqkit.preprocess.common.LM_KEY)
@@ -85,6 +86,10 @@ class LanguageModelingTask:
     def checkpoint_state(self) -> Dict[str, Any]:
         return {"dict": self.dictionary.state_dict(), "tokenizer": self._tokenizer_state}
 
+    def describe(self) -> str:
+        """What this task's model is, for messages: ``a language model (space tokenizer, 20 types)``."""
+        return f"a language model ({tokenizer_label(self._tokenizer_state)}, {len(self.dictionary)} types)"
+
     # -- data ------------------------------------------------------------------------------------
     def split_exists(self, split: str) -> bool:
         return os.path.isfile(os.path.join(self.cfg.data, f"{split}.{DATA_KEY}.idx"))
@@ -93,6 +98,7 @@ class LanguageModelingTask:
                      context_window: Optional[int] = None) -> TokenBlockDataset:
         """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train."""
         prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
+        check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._tokenizer_state)
         if not self.split_exists(split):
             raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
         data = IndexedDataset(prefix)
@@ -139,3 +145,13 @@ class LanguageModelingTask:
     def detokenize(self, pieces: List[str], side: str = "tgt") -> str:
         tok = self.tokenizer()
         return tok.decode(pieces) if tok is not None else " ".join(pieces)
+
+
+def check_lm_folder(data: str, model: str, dictionary: Dictionary,
+                    tokenizer_state: Optional[Dict[str, Any]]) -> None:
+    """Every monolingual task's data check: a language-modeling folder, binarized in ``dictionary``
+    (or its first symbols: masked LM and denoising add theirs after the folder's)."""
+    meta = check_folder(data, "language_modeling", model)
+    check_dictionary(data, f"dict.{DATA_KEY}.txt", dictionary, tokenizer_label(tokenizer_state), meta,
+                     "binarize the text in its vocabulary (seqkit-preprocess task=language_modeling "
+                     "vocab_from=CHECKPOINT ...)")

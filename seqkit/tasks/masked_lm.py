@@ -24,7 +24,8 @@ from seqkit.data.lm_dataset import BREAK_MODES
 from seqkit.data.mlm_dataset import MASK, MASK_UNITS, PAIR_MODES, MaskedLMDataset, MaskingOptions, word_start_table
 from seqkit.data.noising import NoiseSpecials
 from seqkit.models.base import check_model_kind
-from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask
+from seqkit.tasks.folders import tokenizer_label
+from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask, check_lm_folder
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 
@@ -74,6 +75,11 @@ class MaskedLMTask:
     def checkpoint_state(self) -> Dict[str, Any]:
         return dict(self._state)
 
+    def describe(self) -> str:
+        """What this task's model is, for messages."""
+        tok = tokenizer_label(self._state.get("tokenizer"))
+        return f"a masked language model ({tok}, {len(self.dictionary)} types)"
+
     def tokenizer_name(self) -> Optional[str]:
         tok = self._state.get("tokenizer") or {}
         return (tok.get("config") or {}).get("name")
@@ -96,6 +102,7 @@ class MaskedLMTask:
 
     def load_dataset(self, split: str, with_target: bool = True) -> MaskedLMDataset:
         prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
+        check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._state.get("tokenizer"))
         if not self.split_exists(split):
             raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
         data = IndexedDataset(prefix)

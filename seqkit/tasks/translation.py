@@ -12,6 +12,7 @@ from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
+from seqkit.tasks.folders import check_dictionary, check_folder, describe_folder, tokenizer_label
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:  # torch is imported where data is read or a model built: see seqkit.tasks
@@ -90,6 +91,25 @@ class TranslationTask:
             "tgt_tokenizer": self._tokenizer_states["tgt"],
         }
 
+    def describe(self) -> str:
+        """What this task's model is, for messages: ``a translation model (de→en)``."""
+        return f"a translation model ({self.source_lang}→{self.target_lang})"
+
+    def check_data_folder(self) -> None:
+        """The folder is a translation folder of this language pair, in these dictionaries."""
+        data, model = self.cfg.data, self.describe()
+        meta = check_folder(data, "translation", model)
+        if meta is None:
+            return
+        pair = (meta.get("source_lang"), meta.get("target_lang"))
+        if all(pair) and pair != (self.source_lang, self.target_lang):
+            raise SeqkitError(f"task.data={data} is {describe_folder(meta)}, but this checkpoint is {model}: "
+                              f"give it {self.source_lang}→{self.target_lang} text (seqkit-preprocess "
+                              f"source_lang={self.source_lang} target_lang={self.target_lang} ...)")
+        for side, lang, d in (("src", self.source_lang, self.src_dict), ("tgt", self.target_lang, self.tgt_dict)):
+            check_dictionary(data, f"dict.{lang}.txt", d, tokenizer_label(self._tokenizer_states.get(side)), meta,
+                             "preprocess the text as its training folder was (the same tokenizer and dictionaries)")
+
     # -- data --------------------------------------------------------------------------------
     def split_exists(self, split: str) -> bool:
         prefix = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}.{self.source_lang}")
@@ -99,6 +119,7 @@ class TranslationTask:
         from seqkit.data.indexed_dataset import IndexedDataset
         from seqkit.data.pair_dataset import LanguagePairDataset
 
+        self.check_data_folder()
         base = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}")
         src = IndexedDataset(f"{base}.{self.source_lang}")
         src.check_vocab(len(self.src_dict))

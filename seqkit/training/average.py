@@ -15,6 +15,7 @@ import torch
 from seqkit.core import checkpoints
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
+from seqkit.core.settings import user_set
 
 
 @dataclass
@@ -35,6 +36,9 @@ def select_inputs(cfg: AverageConfig) -> List[str]:
         return found[: cfg.last]
     if not cfg.inputs:
         raise SeqkitError("nothing to average: give inputs=[a.pt,b.pt] or save_dir=DIR")
+    if user_set(cfg, ["last"]):
+        raise SeqkitError(f"last={cfg.last} counts the newest checkpoints of save_dir=; with inputs=[...] every "
+                          "file given is averaged: drop it")
     return list(cfg.inputs)
 
 

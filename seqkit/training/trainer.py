@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -24,8 +24,10 @@ from seqkit.core.checkpoints import check_saved_keys, saved_keys
 from seqkit.core.config import check_compile, to_plain
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
+from seqkit.core.settings import refuse_unread
 from seqkit.data.packing import pack_training_set
 from seqkit.data.prefetch import Prefetcher
+from seqkit.models.modules.attention import uses_sdpa
 from seqkit.models.modules.kernels import use_attention_kernels
 from seqkit.optim.groups import param_groups
 from seqkit.training.compile import loss_function
@@ -34,13 +36,26 @@ from seqkit.training import distributed
 from seqkit.training.distributed import DistInfo, all_reduce_sum
 from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.precision import Precision
+from seqkit.training.settings import check_length_multiple, train_reads
 from seqkit.training.progress import Meter, Progress, ShapeCounter, drop_records_after, read_floats
 
 log = logging.getLogger("seqkit.train")
+TIME_STOP = "reached stop_time_hours"  # the stop reason of the clock budget
+
+
+def device_batching(prefetch: int, multiple: int, device: torch.device) -> Tuple[int, int]:
+    """(batches collated ahead, the multiple batch lengths are padded to) from ``dataset.prefetch`` and
+    ``dataset.required_seq_len_multiple``, their defaults (-1, 0) chosen for ``device``: on a GPU 4
+    batches collated in a thread and lengths in multiples of 8 (few distinct shapes for its kernels
+    and plans); on a CPU 0 and 1 (its cores are busy computing, and a shape costs it nothing)."""
+    on_gpu = torch.device(device).type == "cuda"
+    return (prefetch if prefetch >= 0 else (4 if on_gpu else 0)), (multiple or (8 if on_gpu else 1))
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, dist: Optional[DistInfo] = None, make_generator: Any = None):
+    def __init__(self, cfg: TrainConfig, dist: Optional[DistInfo] = None, make_generator: Any = None,
+                 given: Optional[FrozenSet[str]] = None):
+        """``given``: the keys of seqkit-train's command line; one the run would not read is refused."""
         self.cfg, self.dist = cfg, dist or DistInfo()
         self.device = self.dist.device
         check_compile(cfg.common, "seqkit-train")  # a compile setting it would ignore: one line, before any loading
@@ -50,6 +65,10 @@ class Trainer:
         self.task = TASKS.build(cfg.task)
         self.model = self.task.build_model(cfg.model).to(self.device)
         self.criterion = self.task.build_criterion(cfg.criterion)
+        if given is not None:  # before anything is written
+            refuse_unread(given, train_reads(cfg, self.dist.world_size, uses_sdpa(self.model)))
+        if cfg.dataset.required_seq_len_multiple:
+            check_length_multiple(cfg.dataset.required_seq_len_multiple, self.model.max_positions())
         metric, names = cfg.checkpoint.best_checkpoint_metric, getattr(self.task, "metric_names", None)
         if names is not None and metric not in names():  # fail now, not after the first epoch
             raise SeqkitError(f"checkpoint.best_checkpoint_metric={metric!r} is not computed by task "
@@ -69,11 +88,8 @@ class Trainer:
         self.optimizer = OPTIMIZERS.build(cfg.optimizer, groups)
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, cfg.optimization.max_update)
         self.make_generator = make_generator
-        on_gpu = self.device.type == "cuda"
-        # batches collated ahead in a thread (GPU) / in the loop (CPU: its 2 cores are busy computing)
-        self.prefetch = cfg.dataset.prefetch if cfg.dataset.prefetch >= 0 else (4 if on_gpu else 0)
-        # lengths padded to a multiple: few distinct shapes for the GPU's kernels and plans
-        self.length_multiple = cfg.dataset.required_seq_len_multiple or (8 if on_gpu else 1)
+        self.prefetch, self.length_multiple = device_batching(cfg.dataset.prefetch,
+                                                              cfg.dataset.required_seq_len_multiple, self.device)
         self.loss_fn = loss_function(self.criterion, self.train_model, True, mode=c.compile_mode) if c.compile else None
         self._compiling = c.compile  # the first update compiles: its time is logged once
         self._outcomes: List[torch.Tensor] = []  # `stepped` of the updates not yet read (see settle)
@@ -86,13 +102,16 @@ class Trainer:
         self.train_seconds = 0.0
         self.bad_updates_in_row = 0
         self.oom_skipped = 0
+        self.epoch_batches = 0  # the current epoch's batches over all ranks (the share seen at a stop)
         self.interrupted: Optional[str] = None  # name of the signal that asked us to stop
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model %s: %s parameters; criterion %s; optimizer %s; precision %s; device %s; world size %d",
                  cfg.model.name, f"{n_params:,}", cfg.criterion.name, cfg.optimizer.name, self.precision.mode,
                  self.device, self.dist.world_size)
         log.info("%s", parameter_line(self.model))  # the same line for every model and adaptation mode
-        log.info("%s", use_attention_kernels(c.attention_kernels, self.device))
+        kernels = use_attention_kernels(c.attention_kernels, self.device)  # the setting is checked for every model
+        if uses_sdpa(self.model):  # a BiLSTM or CBOW runs no attention kernel: no line about them
+            log.info("%s", kernels)
         groups = self.optimizer.param_groups
         if any(g["lr_scale"] != 1.0 or g["from_epoch"] > 1 or g["from_update"] > 0 for g in groups):
             log.info("parameter groups: %s", "; ".join(
@@ -372,8 +391,18 @@ class Trainer:
         if opt.max_update and self.num_updates >= opt.max_update:
             return f"reached max_update {opt.max_update}"
         if opt.stop_time_hours and self.train_seconds >= opt.stop_time_hours * 3600:
-            return f"reached stop_time_hours {opt.stop_time_hours}"
+            return f"{TIME_STOP} {opt.stop_time_hours}"
         return None
+
+    def _budget_warning(self, stop: Optional[str]) -> Optional[str]:
+        """One line when the clock budget stopped the run inside its first epoch, before the first
+        end-of-epoch validation: how far it got then depends on the machine's load."""
+        if not stop or not stop.startswith(TIME_STOP) or self.epoch > 1:
+            return None
+        seen = f"{100 * self.batch_offset / self.epoch_batches:.1f}%" if self.epoch_batches else "part"
+        return (f"stop_time_hours {self.cfg.optimization.stop_time_hours} reached after {self.num_updates} updates, "
+                f"before the first epoch ended: the model has seen {seen} of train; set optimization.max_update "
+                "for a figure that does not depend on the machine's load")
 
     def run(self) -> Dict[str, Any]:
         cfg = self.cfg
@@ -413,6 +442,9 @@ class Trainer:
             return {"num_updates": self.num_updates, "epoch": self.epoch, "interrupted": self.interrupted}
         log.info("done: %s; %d updates, best %s %s", stop or "reached max_epoch", self.num_updates,
                  cfg.checkpoint.best_checkpoint_metric, self.best)
+        warning = self._budget_warning(stop)
+        if warning:
+            log.warning("%s", warning)
         return {"num_updates": self.num_updates, "epoch": self.epoch, "best": self.best, "valid": last_valid}
 
     def _catch_signals(self) -> Dict[int, Any]:
@@ -444,6 +476,7 @@ class Trainer:
         uf = cfg.optimization.update_freq
         total_updates = math.ceil(len(batches) / uf)
         world = self.dist.world_size
+        self.epoch_batches = len(batches) * world
         local = self.batch_offset // world  # this rank's position in its shard
         if local * world != self.batch_offset:
             log.warning("resuming at global batch %d with world size %d: %d batches are seen again",

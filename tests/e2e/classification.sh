@@ -96,8 +96,10 @@ seqkit-train task="$task" task.data=data-bin model="$model" criterion=cross_entr
     checkpoint.save_dir=checkpoints checkpoint.best_checkpoint_metric=$metric \
     checkpoint.maximize_best_checkpoint_metric=true
 
-# the dev split, with its gold labels: S-/T-/L- lines (classification) or 'word gold pred' (tagging)
-seqkit-generate path=checkpoints/checkpoint_best.pt task.data=data-bin gen_subset=valid topk=2 \
+# the dev split, with its gold labels: S-/T-/L- lines (classification, with the 2 best labels) or
+# 'word gold pred' (tagging: one tag per word, so no topk)
+topk=(); [[ $task == classification ]] && topk=(topk=2)
+seqkit-generate path=checkpoints/checkpoint_best.pt task.data=data-bin gen_subset=valid "${topk[@]}" \
     common.threads=1 > gen.txt
 
 seqkit-score hyp=gen.txt | tee score.txt
@@ -107,6 +109,6 @@ seqkit-generate path=checkpoints/checkpoint_best.pt task.data=data-bin gen_subse
     results_path=predict
 
 # raw lines: a tab between the sentences of a pair; the words of a sentence to tag
-printf '%s' "$lines" | seqkit-generate path=checkpoints/checkpoint_best.pt input=- topk=2 common.threads=1 \
+printf '%s' "$lines" | seqkit-generate path=checkpoints/checkpoint_best.pt input=- "${topk[@]}" common.threads=1 \
     > stdin.txt
 cat stdin.txt

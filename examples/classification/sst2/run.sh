@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SST-2 from scratch: prepare, train one classifier (<= 20 min on 2 cores), predict dev, score.
+# SST-2 from scratch: prepare, train one classifier (its config's update count: 6-18 min on 2 quiet cores),
+# predict dev, score.
 #   bash examples/classification/sst2/run.sh [WORK_DIR] [CONFIG] [key=value ...]
 # CONFIG: config_dan.yaml, config_cnn.yaml, config_bilstm.yaml (default) or config_transformer.yaml
 # in this folder; extra key=value settings go to seqkit-train.

@@ -34,8 +34,9 @@ def sh(cmd):
 
 def generate(ck, data, split, out, beam, batch, threads=2):
     """seqkit-generate of checkpoint ``ck`` on ``split`` of ``data`` into ``out``; returns its speed,
-    sentences (or examples) per second."""
-    r = sh(["seqkit-generate", f"path={ck}", f"task.data={data}", f"gen_subset={split}", f"generation.beam={beam}",
+    sentences (or examples) per second. ``beam``: None for a classifier or tagger (no search)."""
+    r = sh(["seqkit-generate", f"path={ck}", f"task.data={data}", f"gen_subset={split}",
+            *([f"generation.beam={beam}"] if beam is not None else []),
             f"batch_size={batch}", f"results_path={out}", f"common.threads={threads}"])
     return float(re.search(r"\(([\d.]+) (?:sentences|examples)/s\)", r.stderr).group(1))
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WikiText-2 language model from scratch: prepare, train (time-budgeted), perplexity of the best
+# WikiText-2 language model from scratch: prepare, train (the config's update count), perplexity of the best
 # checkpoint on valid and test with a sliding context window, and a few continued prompts.
 #   bash examples/language_model/wikitext2/run.sh WORK_DIR CONFIG [word|bpe|char] [key=value ...]
 # CONFIG: config_transformer.yaml or config_lstm.yaml in this folder.

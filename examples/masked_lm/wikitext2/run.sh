@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WikiText-2 masked-LM pretraining: prepare (word vocabulary), train (time budget in the config),
+# WikiText-2 masked-LM pretraining: prepare (word vocabulary), train (the config's update count),
 # masked-token accuracy of the best checkpoint on test beside the unigram baseline, the cloze demo.
 #   bash examples/masked_lm/wikitext2/run.sh WORK_DIR [CONFIG] [key=value ...]
 set -euo pipefail

@@ -1,23 +1,42 @@
 #!/usr/bin/env bash
-# Every pretraining objective on WikiText-2, a short time budget each, then seqkit-eval-lm on the
-# validation split: its loss beside the unigram baseline of the same vocabulary. Collects one row
-# per objective into WORK/objectives.md.
+# Every pretraining objective on WikiText-2, a short run each, then seqkit-eval-lm on the validation
+# split: its loss beside the unigram baseline of the same vocabulary. Collects one row per objective
+# into WORK/objectives.md.
 #   [KIND=bpe|word] bash examples/pretraining/wikitext2/objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]
 # KIND: the vocabulary, as examples/language_model/wikitext2/prepare.sh makes it: bpe (default,
 # 8,000 sentencepiece pieces; VOCAB=N for another size) or word (33,278 types, four times the
 # output-layer cost).
-# UPDATES=N stops each objective at N updates instead of the time budget (deterministic: the same N
-# gives the same checkpoint on any host).
+# Each objective trains for the update count of its run in the README (BPE 8k; deterministic: the
+# same count gives the same checkpoint on any host): elmo 173, bart 374, t5 730 (what 12 minutes gave
+# each), bert 1,243, albert 1,503, spanbert 1,270 (18 minutes), electra 2,988 (45 minutes), all on
+# the 2-core AMD EPYC of 2026-11-23/24, the minutes an estimate. roberta has no run here: give it
+# UPDATES=N or MINUTES. UPDATES=N stops every objective at N updates. MINUTES (a number as the second
+# argument) gives each a clock budget instead: its figure then depends on the machine's load.
 # OBJECTIVE: elmo bert roberta albert spanbert electra bart t5 (default: all but roberta). GPT and the
 # LSTM LM have their own recipe (examples/language_model/wikitext2), RoBERTa on the word vocabulary too
 # (examples/masked_lm/wikitext2); roberta here is the same model on this script's vocabulary.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:?usage: objectives.sh WORK_DIR [MINUTES] [OBJECTIVE ...]}"
-minutes="${2:-10}"
-shift $(( $# > 2 ? 2 : $# ))
+shift
+minutes=""
+if [[ $# -gt 0 && $1 =~ ^[0-9]+([.][0-9]+)?$ ]]; then minutes="$1"; shift; fi
 objectives=("$@")
 [[ ${#objectives[@]} -gt 0 ]] || objectives=(elmo bert albert spanbert electra bart t5)
+if [[ -n $minutes && -n ${UPDATES:-} ]]; then
+  echo "objectives.sh: error: MINUTES=$minutes and UPDATES=$UPDATES both set the budget; drop one" >&2; exit 2
+fi
+# the update counts of the README's runs (BPE 8k, AMD EPYC, 2026-11-23/24)
+declare -A COUNT=([elmo]=173 [bart]=374 [t5]=730 [bert]=1243 [albert]=1503 [spanbert]=1270 [electra]=2988)
+for objective in "${objectives[@]}"; do  # before any work: a name it does not know, a run it has no count for
+  if [[ " elmo bert roberta albert spanbert electra bart t5 " != *" $objective "* ]]; then
+    echo "objectives.sh: error: unknown objective '$objective' (elmo bert roberta albert spanbert electra bart t5)" >&2
+    exit 2
+  fi
+  if [[ -z $minutes && -z ${UPDATES:-} && -z ${COUNT[$objective]:-} ]]; then
+    echo "objectives.sh: error: $objective has no measured update count; give UPDATES=N or MINUTES" >&2; exit 2
+  fi
+done
 mkdir -p "$work"
 kind="${KIND:-bpe}"
 [[ -f "$work/data-bin/preprocess.json" ]] || bash "$here/../../language_model/wikitext2/prepare.sh" "$work/data-bin" "$kind"
@@ -27,9 +46,7 @@ case "$kind" in
   *) elmo_softmax=() ;;
 esac
 
-hours=$(python -c "print(round($minutes / 60, 4))")
-budget=(optimization.stop_time_hours="$hours")
-[[ -n ${UPDATES:-} ]] && budget=(optimization.stop_time_hours=0 optimization.max_update="$UPDATES")
+[[ -n $minutes ]] && hours=$(python -c "print(round($minutes / 60, 4))")
 # no dropout on attention weights: with it SDPA leaves its fused CPU kernel (a third slower here)
 mlm=(task=masked_lm task.tokens_per_sample=128 model.attention_dropout=0.0 criterion=masked_lm optimizer=adamw optimizer.lr=7e-4
      dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy checkpoint.maximize_best_checkpoint_metric=true)
@@ -53,6 +70,8 @@ for objective in "${objectives[@]}"; do
        exit 2 ;;
   esac
   out="$work/$objective"
+  if [[ -n $minutes ]]; then budget=(optimization.stop_time_hours="$hours")
+  else budget=(optimization.stop_time_hours=0 optimization.max_update="${UPDATES:-${COUNT[$objective]}}"); fi
   seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \
     "${budget[@]}" lr_scheduler=fixed lr_scheduler.warmup_updates=100 \
     checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads=2 2>&1 | tee "$out.train.log"

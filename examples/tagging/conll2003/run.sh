@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CoNLL-2003 NER from scratch: prepare, train a tagger (<= 30 min on 2 cores), tag testb, score.
+# CoNLL-2003 NER from scratch: prepare, train a tagger (its config's update count: ~30 min on 2 quiet cores),
+# tag testb, score.
 #   bash examples/tagging/conll2003/run.sh [WORK_DIR] [CONFIG] [key=value ...]
 # CONFIG: config_bilstm.yaml (default) or config_transformer.yaml in this folder.
 set -euo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole Multi30k de->en recipe: prepare, train (<= 45 min on 2 cores), average, translate, score.
+# The whole Multi30k de->en recipe: prepare, train (the config's update count: ~45 min on
+# 2 cores), average, translate, score.
 #   bash examples/translation/multi30k/run.sh [WORK_DIR] [CONFIG] [key=value ...]
 # WORK_DIR defaults to ./multi30k-run; CONFIG to this folder's config.yaml (the Transformer; also
 # config_lstm.yaml, config_convs2s.yaml); extra key=value settings go to seqkit-train.

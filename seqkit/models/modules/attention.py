@@ -200,3 +200,9 @@ def _append(past: torch.Tensor, new: torch.Tensor, order: Optional[torch.Tensor]
     cache on one core: ``index_select`` into a strided ``out`` takes a slow path), in fewer ops.
     """
     return torch.cat([past if order is None else past.index_select(0, order), new], dim=2)
+
+
+def uses_sdpa(model: nn.Module) -> bool:
+    """Whether ``model`` holds an attention module that runs ``scaled_dot_product_attention``
+    (seqkit's own, or torch's): only then do ``common.attention_kernels`` matter to it."""
+    return any(isinstance(m, (MultiheadAttention, nn.MultiheadAttention)) for m in model.modules())
