@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
+from side_by_side import SideBySide, selected
 
 import seqkit
 from seqkit.cli.common import ConfigBuilder
@@ -35,43 +36,6 @@ E2E_TRAIN = {"lstm_tiny": ["model.embed_dim=64", "model.encoder_hidden=64", "mod
 
 def _rows(text):
     return [re.match(r"^([STHDPA])-(\d+)\t(.*)$", line).groups() for line in text.splitlines()]
-
-
-@pytest.mark.parametrize("model", FAMILIES)
-def test_end_to_end_shell(model, tmp_path, check_alignment_lines, bleu_floor):
-    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), model, *E2E_TRAIN[model]], env=ENV,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    bleu_floor(proc.stdout)
-    bleu = [line for line in proc.stdout.splitlines() if line.startswith("BLEU = ")]
-    assert SIGNATURE in bleu[0]
-    assert f"model {model.split('_')[0] if model.startswith('convs2s') else 'rnn'}:" in proc.stderr
-    n = len((tmp_path / "raw" / "test.de").read_text(encoding="utf-8").splitlines())
-    for name, kinds in (("gen.txt", "STHDP"), ("avg.txt", "STHDP"), ("align.txt", "STHDPA")):
-        rows = _rows((tmp_path / name).read_text(encoding="utf-8"))
-        assert [(k, int(i)) for k, i, _ in rows] == [(k, i) for i in range(n) for k in kinds], name
-    assert check_alignment_lines((tmp_path / "align.txt").read_text(encoding="utf-8")) == n
-    # alignment is an extra output: the hypotheses are the same with and without it
-    plain = [r for r in _rows((tmp_path / "gen.txt").read_text(encoding="utf-8")) if r[0] == "H"]
-    aligned = [r for r in _rows((tmp_path / "align.txt").read_text(encoding="utf-8")) if r[0] == "H"]
-    assert plain == aligned
-    samples = [r for r in _rows((tmp_path / "sample.txt").read_text(encoding="utf-8")) if r[0] == "H"]
-    assert len(samples) == 2 * n  # nbest 2 samples per sentence
-    stdin = _rows((tmp_path / "stdin.txt").read_text(encoding="utf-8"))
-    assert [k for k, _, _ in stdin] == list("SHDP" * 2)
-    # the Python API, with attention: one row per target piece and eos, one column per source piece and eos
-    from seqkit.generation.translator import Translator
-
-    t = Translator.from_checkpoint(str(tmp_path / "checkpoints" / "checkpoint_last.pt"), beam=2, max_len_b=20,
-                                   print_alignment=True)
-    sentence = "Der Hund spielt im Park."
-    best = t.translate_nbest([sentence])[0][0]
-    n_src = len(t.task.encode_source(sentence))
-    assert best["attention"].shape == (len(best["pieces"]) + 1, n_src)
-    torch.testing.assert_close(best["attention"].sum(1), torch.ones(len(best["pieces"]) + 1))
-    assert [tgt for _, tgt in best["alignment"]] == list(range(len(best["pieces"])))
-    assert t.translate([sentence]) == [best["text"]]
 
 
 def make_cfg(data_dir, save_dir, model, *extra):
@@ -137,3 +101,52 @@ def test_torchrun_two_ranks_equal_one_rank_with_update_freq_2(model, toy_data, t
     b = torch.load(tmp_path / "one" / "checkpoint_last.pt", weights_only=True)["model"]
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5, msg=k)
+
+
+# -- the end-to-end shell test, last: its runs start with the module's first test and go on beside the others
+@pytest.fixture(scope="module", autouse=True)
+def shell_runs(request, tmp_path_factory):
+    """The selected families' shell tests, side by side and beside this module's other tests (each is one
+    thread): (model -> work folder, the runs)."""
+    models = selected(request, "test_end_to_end_shell", "model")
+    works = {model: tmp_path_factory.mktemp(f"e2e_{model}") for model in models}
+    runs = SideBySide({m: (["bash", SCRIPT, works[m], m, *E2E_TRAIN[m]], works[m], ENV) for m in models}, timeout=300)
+    yield works, runs
+    runs.close()
+
+
+@pytest.mark.parametrize("model", FAMILIES)
+def test_end_to_end_shell(model, shell_runs, check_alignment_lines, bleu_floor):
+    works, runs = shell_runs
+    work, proc = works[model], runs.result(model)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    bleu_floor(proc.stdout)
+    bleu = [line for line in proc.stdout.splitlines() if line.startswith("BLEU = ")]
+    assert SIGNATURE in bleu[0]
+    assert f"model {model.split('_')[0] if model.startswith('convs2s') else 'rnn'}:" in proc.stderr
+    n = len((work / "raw" / "test.de").read_text(encoding="utf-8").splitlines())
+    for name, kinds in (("gen.txt", "STHDP"), ("avg.txt", "STHDP"), ("align.txt", "STHDPA")):
+        rows = _rows((work / name).read_text(encoding="utf-8"))
+        assert [(k, int(i)) for k, i, _ in rows] == [(k, i) for i in range(n) for k in kinds], name
+    assert check_alignment_lines((work / "align.txt").read_text(encoding="utf-8")) == n
+    # alignment is an extra output: the hypotheses are the same with and without it
+    plain = [r for r in _rows((work / "gen.txt").read_text(encoding="utf-8")) if r[0] == "H"]
+    aligned = [r for r in _rows((work / "align.txt").read_text(encoding="utf-8")) if r[0] == "H"]
+    assert plain == aligned
+    samples = [r for r in _rows((work / "sample.txt").read_text(encoding="utf-8")) if r[0] == "H"]
+    assert len(samples) == 2 * n  # nbest 2 samples per sentence
+    stdin = _rows((work / "stdin.txt").read_text(encoding="utf-8"))
+    assert [k for k, _, _ in stdin] == list("SHDP" * 2)
+    # the Python API, with attention: one row per target piece and eos, one column per source piece and eos
+    from seqkit.generation.translator import Translator
+
+    t = Translator.from_checkpoint(str(work / "checkpoints" / "checkpoint_last.pt"), beam=2, max_len_b=20,
+                                   print_alignment=True)
+    sentence = "Der Hund spielt im Park."
+    best = t.translate_nbest([sentence])[0][0]
+    n_src = len(t.task.encode_source(sentence))
+    assert best["attention"].shape == (len(best["pieces"]) + 1, n_src)
+    torch.testing.assert_close(best["attention"].sum(1), torch.ones(len(best["pieces"]) + 1))
+    assert [tgt for _, tgt in best["alignment"]] == list(range(len(best["pieces"])))
+    assert t.translate([sentence]) == [best["text"]]

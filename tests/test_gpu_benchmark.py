@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from side_by_side import SideBySide, selected
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -37,12 +38,15 @@ def lookup(obj, path):
     return found
 
 
+def bench_env(env=None):
+    """``env`` (default: this process's) with one torch thread in gpu.py and its children: tiny models,
+    and on 2 cores shared with other work two threads made the dry run 5x slower."""
+    return {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1"}
+
+
 def bench(*args, env=None, timeout=900):
-    # one torch thread in gpu.py and its children (tiny models: on 2 cores shared with other work,
-    # two threads made the dry run 5x slower)
-    env = {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, str(BENCH / "gpu.py"), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+                          timeout=timeout, cwd=ROOT, env=bench_env(env))
 
 
 @pytest.fixture(scope="module")
@@ -150,10 +154,22 @@ BAD_ARGS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def bad_runs(request, tmp_path_factory):
+    """The selected bad-argument runs, side by side with each other and with the dry run (each is one
+    short one-thread process): (args -> the --out file, the runs)."""
+    wanted = [tuple(a) for a in selected(request, "test_a_bad_argument_is_one_line", "args")]
+    works = {args: tmp_path_factory.mktemp("bad") for args in wanted}
+    runs = SideBySide({args: ([sys.executable, BENCH / "gpu.py", *args, "--out", works[args] / "out.json"], works[args],
+                              bench_env()) for args in wanted}, timeout=300, cwd=ROOT)
+    yield {args: works[args] / "out.json" for args in wanted}, runs
+    runs.close()
+
+
 @pytest.mark.parametrize("args,cause", BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
-def test_a_bad_argument_is_one_line(tmp_path, args, cause):
-    out = tmp_path / "out.json"
-    done = bench(*args, "--out", str(out), timeout=300)
+def test_a_bad_argument_is_one_line(bad_runs, args, cause):
+    outs, runs = bad_runs
+    out, done = outs[tuple(args)], runs.result(tuple(args))
     lines = done.stderr.strip().splitlines()
     assert done.returncode != 0 and len(lines) == 1, done.stderr
     assert cause in lines[0] and "Traceback" not in done.stderr

@@ -4,11 +4,11 @@
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from side_by_side import SideBySide, selected
 
 SCRIPT = Path(__file__).parent / "e2e" / "classification.sh"
 BIN = os.path.dirname(sys.executable)
@@ -23,14 +23,25 @@ FAMILIES = [
 ]
 
 
-def run_script(tmp_path, model, task):
-    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), model, task], env=ENV, capture_output=True, text=True,
-                          timeout=300)
+@pytest.fixture(scope="module")
+def shell_runs(request, tmp_path_factory):
+    """The selected families' shell tests, side by side (each is one thread): (model -> work folder, the runs)."""
+    models = selected(request, "test_end_to_end_shell", "model")
+    works = {model: tmp_path_factory.mktemp(f"e2e_{model}") for model in models}
+    runs = SideBySide({model: (["bash", SCRIPT, works[model], model, task], works[model], ENV)
+                       for model, task in FAMILIES if model in models}, timeout=300)
+    yield works, runs
+    runs.close()
+
+
+def run_script(shell_runs, model):
+    works, runs = shell_runs
+    proc = runs.result(model)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     family = model[: -len("_tiny")]
     assert f"| model {family}: " in proc.stderr  # the trainer built the model asked for
-    return proc
+    return works[model], proc
 
 
 def label_rows(text):
@@ -88,11 +99,11 @@ def check_tagging(tmp_path, proc):
 
 
 @pytest.mark.parametrize("model, task", FAMILIES, ids=[m for m, _ in FAMILIES])
-def test_end_to_end_shell(model, task, tmp_path):
-    proc = run_script(tmp_path, model, task)
-    records = [json.loads(line) for line in (tmp_path / "checkpoints" / "train_log.jsonl").read_text().splitlines()]
+def test_end_to_end_shell(model, task, shell_runs):
+    work, proc = run_script(shell_runs, model)
+    records = [json.loads(line) for line in (work / "checkpoints" / "train_log.jsonl").read_text().splitlines()]
     valid = [r for r in records if r["tag"] == "valid"]
     metrics = {"accuracy", "macro_f1", "mcc"} if task == "classification" else {"precision", "recall", "f1", "accuracy"}
     assert valid and all(metrics <= set(r) for r in valid)
-    assert (tmp_path / "checkpoints" / "checkpoint_best.pt").exists()
-    (check_classification if task == "classification" else check_tagging)(tmp_path, proc)
+    assert (work / "checkpoints" / "checkpoint_best.pt").exists()
+    (check_classification if task == "classification" else check_tagging)(work, proc)

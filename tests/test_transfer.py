@@ -5,12 +5,12 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from side_by_side import SideBySide, selected
 from transfer_fixtures import OBJECTIVES, WORDS, binarize, make_text, pretrain, run, trainer_for
 
 from seqkit.core import checkpoints
@@ -170,43 +170,59 @@ ENV = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.en
 ALL_MODES = ["full", "frozen", "adapter", "lora", "bitfit", "prompt", "ulmfit"]
 
 
-@pytest.mark.parametrize("task, model, extra, family, modes, head", [
+E2E_CASES = [  # (task, model, extra, family, modes, head)
     ("language_modeling", "gpt_tiny", ["criterion=cross_entropy"], "transformer_lm", ALL_MODES, "default"),
     ("masked_lm", "roberta_mini", ["criterion=masked_lm", "model.encoder_layers=1", "model.embed_dim=32",
                                    "model.ffn_dim=64", "model.attention_heads=2"], "bert", ["full", "lora"], "default"),
     # Peters et al.'s use of ELMo: the frozen body's mixed layers beside a task BiLSTM's own embeddings
     ("language_modeling", "elmo_tiny", ["criterion=cross_entropy"], "elmo", ["frozen"], "bilstm"),
-])
-def test_end_to_end_shell(tmp_path, task, model, extra, family, modes, head):
-    env = dict(ENV, MODES=" ".join(modes), HEAD=head)
-    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path), task, model, *extra], env=env, capture_output=True,
-                          text=True, timeout=600)
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shell_runs(request, tmp_path_factory):
+    """The selected cases' shell tests, side by side and beside this module's other tests (each is one
+    thread): (model -> work folder, the runs)."""
+    models = selected(request, "test_end_to_end_shell", "model")
+    works = {model: tmp_path_factory.mktemp(f"transfer_{model}") for model in models}
+    jobs = {model: (["bash", SCRIPT, works[model], task, model, *extra], works[model],
+                    dict(ENV, MODES=" ".join(modes), HEAD=head))
+            for task, model, extra, _, modes, head in E2E_CASES if model in models}
+    runs = SideBySide(jobs, timeout=600)
+    yield works, runs
+    runs.close()
+
+
+@pytest.mark.parametrize("task, model, extra, family, modes, head", E2E_CASES)
+def test_end_to_end_shell(shell_runs, task, model, extra, family, modes, head):
+    works, runs = shell_runs
+    work, proc = works[model], runs.result(model)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     # the base path typed relative is recorded absolute: the checkpoint works from any folder
     assert re.search(rf"pretrained_classifier: body {family} from /\S*/pretrain/checkpoint_last\.pt\b", proc.stderr)
-    assert checkpoints.load(str(tmp_path / "finetune" / "checkpoint_last.pt"))["cfg"]["model"]["head"] == head
-    meta = json.loads((tmp_path / "cls-bin" / "preprocess.json").read_text())
+    assert checkpoints.load(str(work / "finetune" / "checkpoint_last.pt"))["cfg"]["model"]["head"] == head
+    meta = json.loads((work / "cls-bin" / "preprocess.json").read_text())
     assert meta["vocab_from"] == "pretrain/checkpoint_last.pt"
-    assert (tmp_path / "cls-bin" / "dict.input.txt").read_text() == (tmp_path / "lm-bin" / "dict.text.txt").read_text()
-    r = json.loads((tmp_path / "eval.json").read_text())
+    assert (work / "cls-bin" / "dict.input.txt").read_text() == (work / "lm-bin" / "dict.text.txt").read_text()
+    r = json.loads((work / "eval.json").read_text())
     assert r["split"] == "test" and ("ppl" in r)
-    lines = (tmp_path / "stdin.txt").read_text(encoding="utf-8").splitlines()
+    lines = (work / "stdin.txt").read_text(encoding="utf-8").splitlines()
     assert [line[:2] for line in lines] == ["S-", "L-", "S-", "L-"]
     for mode in modes:
         # every mode learns the polarity word (chance: 50%; a model that learns nothing stays under 62)
-        score = (tmp_path / f"score-{mode}.txt").read_text()
+        score = (work / f"score-{mode}.txt").read_text()
         accuracy = float(re.search(r"^accuracy = ([\d.]+)", score, re.M).group(1))
         assert accuracy >= 70, f"{mode}: {score}"
-        gen = (tmp_path / f"gen-{mode}.txt").read_text(encoding="utf-8")
+        gen = (work / f"gen-{mode}.txt").read_text(encoding="utf-8")
         if mode in ("full", "ulmfit"):  # stands alone
-            assert (tmp_path / f"alone-{mode}.txt").read_text(encoding="utf-8") == gen
+            assert (work / f"alone-{mode}.txt").read_text(encoding="utf-8") == gen
             continue
         # needs its base, in one line; exported whole it stands alone and predicts the same labels
-        err = (tmp_path / f"needs-base-{mode}.txt").read_text().strip()
+        err = (work / f"needs-base-{mode}.txt").read_text().strip()
         assert re.match(r"seqkit-generate: error: the base checkpoint /\S*/pretrain/checkpoint_last\.pt is not there", err)
         assert "\n" not in err
-        alone = (tmp_path / f"standalone-{mode}.txt").read_text(encoding="utf-8").splitlines()
+        alone = (work / f"standalone-{mode}.txt").read_text(encoding="utf-8").splitlines()
         for a, b in zip(alone, gen.splitlines()):
             if a.startswith("L-"):
                 (la, pa), (lb, pb) = a.split("\t")[1:3], b.split("\t")[1:3]
