@@ -82,9 +82,9 @@ def walk(run_cli, monkeypatch, main, prog, config, schema, base, tmp_path, stdin
     given = {a.split("=", 1)[0] for a in base}
     problems = []
     builder = ConfigBuilder(config, schema)
+    if declared is not None:  # the command's own declaration stands for the reads
+        read = {k for k in builder.keys([]) if declared(k)}
     for key in builder.keys([]):
-        if declared is not None:
-            read = {k for k in ConfigBuilder(config, schema).keys([]) if declared(k)}
         if key in given or key in read or key in NOT_WALKED or (keys is not None and not keys(key)):
             continue
         logs.clear()
