@@ -186,7 +186,6 @@ class TaggingTask(ClassificationTask):
     per_token = True
     model_kind = "tagger"
 
-    @torch.compiler.disable  # host lists and loops: run eagerly, not traced again for every batch
     def count_metrics(self, logits: torch.Tensor, sample: Dict[str, Any]) -> Dict[str, float]:
         """conlleval's chunk counts and token accuracy of this batch: ``(B, S, K)`` logits (read
         on the host: tagging's updates make this one read of the device per batch)."""
@@ -199,6 +198,10 @@ class TaggingTask(ClassificationTask):
             pred_sents.append([self.labels[p_row[j]] for j in keep])
         c = metrics.entity_counts(gold_sents, pred_sents)
         return {f"chunk_{k}": float(c[k]) for k in ("correct", "predicted", "gold", "tokens", "correct_tokens")}
+
+    # host lists and loops: under common.compile, seqkit.training.compile runs it eagerly (through
+    # torch.compiler.disable, applied there so that torch._dynamo loads only when compiling)
+    count_metrics.eager_under_compile = True  # type: ignore[attr-defined]
 
     def metric_names(self) -> List[str]:
         return ["loss", "nll_loss", "ppl", "precision", "recall", "f1", "accuracy"]

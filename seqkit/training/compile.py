@@ -6,7 +6,7 @@ loss (its backward too, through AOTAutograd) become one fused graph instead of h
 launches. It is compiled with ``fullgraph=True``: the built-in models and criteria trace whole
 (``tests/test_compile.py`` fails on any graph break), so a break is a bug, not a slow path. Where
 code dynamo cannot trace remains (a plugin model's data-dependent branch, tagging's host-side
-metrics under ``torch.compiler.disable``), the first batch says where, in one log line, and the
+metrics: a task method marked ``eager_under_compile = True`` runs under ``torch.compiler.disable``), the first batch says where, in one log line, and the
 function is compiled again in pieces (``fullgraph=False``) that run eagerly in between. Under
 ``torchrun`` the hooks of a DistributedDataParallel wrapper (whose inner forward dynamo compiles
 bucket by bucket) or of FSDP split the graph by design: there ``fullgraph=False`` from the start.
@@ -66,6 +66,7 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
         return eager
     device = next(model.parameters()).device
     check_platform(device, backend)
+    run_marked_eagerly(getattr(criterion, "task", None))
     name, whole, wrapper = type(criterion).__name__, traceable(criterion), _distributed_wrapper(model)
 
     def build(fullgraph: bool) -> LossFn:
@@ -111,6 +112,18 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
                               "set common.compile=false") from None
 
     return fn
+
+
+def run_marked_eagerly(task: Any) -> None:
+    """Wrap each method of ``task`` marked ``eager_under_compile = True`` (host-side work such as
+    tagging's chunk counts) in ``torch.compiler.disable`` on the instance: dynamo runs it eagerly,
+    and marks it in one place instead of with a decorator that imports torch._dynamo with the task."""
+    if task is None:
+        return
+    for name in dir(type(task)):
+        method = getattr(type(task), name, None)
+        if getattr(method, "eager_under_compile", False) and name not in vars(task):
+            setattr(task, name, torch.compiler.disable(getattr(task, name)))
 
 
 def _distributed_wrapper(model: torch.nn.Module) -> Optional[str]:
