@@ -22,7 +22,9 @@ A heuristic, not a proof. For each README:
   (`[translation.md](translation.md#figures)`: the logs that page's section names; the whole
   page's without an `#anchor`), else those of its table's caption and note, else those the prose
   of its section names; a row that still has none is reported, figure by figure. A prose
-  sentence that names no log is not checked, only counted;
+  sentence that names no log takes its section's: the files that the units under its heading
+  (its rows and sentences, not those of a subsection) are checked against; one in a section that
+  names none is not checked, only counted;
 - its figures are the numbers with a decimal point or thousands separators (38.79, 4,094) outside
   backticks; plain integers (epochs, layers, counts), dates, clock times, and signed (+1.95) or
   ×-suffixed (2.79×) numbers are left out: the first are too common to check, the last are
@@ -36,8 +38,9 @@ mean of seeds, a median, a difference) is reported though right. Figures checked
 setting, a split's size, a figure computed from logged ones) and figures no log holds are listed,
 with the reason, in `examples/figures_checked.tsv` and not reported.
 Prints `README:line: figure not in file(s)` (or `... in a table row that names no log`) for each
-miss and, on stderr, how many figures were checked and how many stand in prose that names no log;
-exits 1 if any miss.
+miss and, on stderr, how many figures were checked (how many of them through their section) and
+how many stand in prose whose section names no log; exits 1 if any miss, 2 (one line, nothing
+checked) on an unknown option or a path that is not a file.
 """
 import bisect
 import functools
@@ -267,9 +270,10 @@ def figures(unit: str):
     return FIGURE.finditer(SKIP.sub(blank, CODE.sub(blank, unit)))
 
 
-def unit_files(readme: Path, base: Path | None = None) -> list[tuple[Unit, set[Path]]]:
-    """Each unit of a README with the files its figures are checked against (empty: none named);
-    paths are read from base (default: the README's folder)."""
+def unit_files(readme: Path, base: Path | None = None) -> list[tuple[Unit, set[Path], bool]]:
+    """Each unit of a README with the files its figures are checked against (empty: none named)
+    and whether they are its section's (a prose sentence that names no log); paths are read from
+    base (default: the README's folder)."""
     units, sections = parse(readme.read_text(encoding="utf-8"))
     base, out = base or readme.parent, []
     text_of = lambda indices: " ".join(units[i].text for i in indices)
@@ -282,21 +286,28 @@ def unit_files(readme: Path, base: Path | None = None) -> list[tuple[Unit, set[P
                      or files_named(text_of(unit.table.caption + unit.table.note), base, keys)
                      or files_named(text_of(prose), base, keys))
         out.append((unit, files))
-    return out
+    own: dict[int, set[Path]] = {}  # a heading's own units' files, its subsections' left out
+    for unit, files in out:
+        own.setdefault(unit.section, set()).update(files)
+    return [(unit, files, False) if files or unit.table else (unit, own[unit.section], True)
+            for unit, files in out]
 
 
 def check(readme, counts: dict | None = None, base: Path | None = None):
     """Return [(line number, figure, files)] for each figure not found in its unit's files, and
     each figure of a table row that names no log, not even by inheritance (files: []); counts, if
-    given, gets the number of figures "checked" and "unchecked" (in prose that names no log); base:
-    the folder its paths are read from (default: the README's)."""
+    given, gets the number of figures "checked" ("by_section": those of them in prose that takes
+    its section's logs) and "unchecked" (in prose whose section names no log); base: the folder
+    its paths are read from (default: the README's)."""
     readme = Path(readme)
     missing = []
-    for unit, files in unit_files(readme, base):
+    for unit, files, by_section in unit_files(readme, base):
         found_here = list(figures(unit.text))
         if counts is not None:
-            key = "checked" if files or unit.table else "unchecked"
-            counts[key] = counts.get(key, 0) + len(found_here)
+            keys = ["checked", "by_section"] if files and by_section else [
+                "checked" if files or unit.table else "unchecked"]
+            for key in keys:
+                counts[key] = counts.get(key, 0) + len(found_here)
         for m in found_here if files or unit.table else []:
             suffix = UNIT.match(unit.text, m.end())
             if not files or not found(m.group(1), files, suffix.group(1) if suffix else ""):
@@ -312,7 +323,19 @@ def checked_by_hand(path=ROOT / "examples" / "figures_checked.tsv"):
     return {(row[0], row[1]) for row in rows if len(row) >= 3 and not row[0].startswith("#")}
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
+    """Check the READMEs argv names (every one when none); 0 if all figures are found, 1 if not,
+    2 on an option or a path that is not a file (one line on stderr)."""
+    if {"-h", "--help"} & set(argv):
+        print(f"usage: check_figures.py [-h] [README.md ...]\n\n{__doc__.strip()}")
+        return 0
+    for arg in argv:
+        problem = (f"unknown option {arg}; the only one is -h/--help" if arg.startswith("-") else
+                   None if Path(arg).is_file() else
+                   f"{arg}: no such file; name README or docs .md files that exist, or none to check them all")
+        if problem:
+            print(f"check_figures.py: error: {problem}", file=sys.stderr)
+            return 2
     readmes = argv or (sorted(glob.glob(str(ROOT / "examples/**/README.md"), recursive=True)) + [str(ROOT / "README.md")]
                        + sorted(glob.glob(str(ROOT / "docs" / "*.md"))))
     known = checked_by_hand()
@@ -331,8 +354,9 @@ def main(argv):
             bad += 1
     for name, figure in sorted(known - used) if not argv else []:
         print(f"examples/figures_checked.tsv: {name} {figure} is found now; drop its line", file=sys.stderr)
-    print(f"{bad} figure(s) not found; {counts.get('checked', 0)} checked against a log, "
-          f"{counts.get('unchecked', 0)} in prose that names none (not checked)", file=sys.stderr)
+    print(f"{bad} figure(s) not found; {counts.get('checked', 0)} checked against a log "
+          f"({counts.get('by_section', 0)} of them in prose that takes its section's logs), "
+          f"{counts.get('unchecked', 0)} in prose whose section names none (not checked)", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -27,6 +27,18 @@ class CliResult:
         return [line for line in self.err.splitlines() if line.strip() and not LOG_LINE.match(line)]
 
 
+@pytest.fixture(autouse=True)
+def _root_logging_restored():
+    """The root logger's handlers as they were before each test: a command's setup_logging (run by
+    a test or by a fixture's training) points them at that test's captured stderr, which a later
+    test that logs without a command would write to after it is closed ("--- Logging error ---")."""
+    import logging
+
+    handlers, level = logging.root.handlers[:], logging.root.level
+    yield
+    logging.root.handlers[:], logging.root.level = handlers, level
+
+
 @pytest.fixture
 def run_cli(capsys, monkeypatch) -> Callable[..., CliResult]:
     """``run_cli(main, [overrides...], stdin=None)``: call a CLI's ``main`` in this process."""

@@ -21,10 +21,42 @@ def test_matching_figures_pass_and_a_mismatch_is_reported_with_its_line(tmp_path
         "| --- | --- | --- |\n"
         "| full | 80.85 (+0.80) | [log](logs/run.log) |\n"
         "\n"
-        "No log named here, so 99.99 is not checked.\n")
+        "## Notes\n"
+        "\n"
+        "No log named in this section, so 99.99 is not checked.\n")
     missing = check_figures.check(tmp_path / "README.md")
     assert [(line, figure) for line, figure, _ in missing] == [(7, "80.85")]
     assert missing[0][2] == [tmp_path / "logs" / "run.log"]
+
+
+def test_a_prose_sentence_naming_no_log_is_checked_against_its_sections_logs(tmp_path):
+    """A sentence that names no log takes the logs of its section's rows (80.85 passes, 81.85 is
+    reported against logs/run.log); one under another heading whose units name none is only
+    counted, and so is a subsection's: a section's logs are its own units', not its parent's."""
+    _write(tmp_path, {"logs/run.log": "| valid | accuracy 80.85 |\n"})
+    text = ("# Recipe\n\n| row | accuracy | log |\n| --- | --- | --- |\n"
+            "| full | 80.85 | [log](logs/run.log) |\n\nThe full row reaches 80.85 on dev.\n\n"
+            "### Aside\n\nElsewhere 99.99 and 12.5 here.\n")
+    (tmp_path / "README.md").write_text(text)
+    counts = {}
+    assert _missed(tmp_path / "README.md", counts=counts) == []
+    assert counts == {"checked": 2, "by_section": 1, "unchecked": 2}
+    (tmp_path / "README.md").write_text(text.replace("reaches 80.85", "reaches 81.85"))
+    missing = check_figures.check(tmp_path / "README.md")
+    assert [(line, figure) for line, figure, _ in missing] == [(7, "81.85")]
+    assert missing[0][2] == [tmp_path / "logs" / "run.log"]
+
+
+def test_help_prints_the_usage_and_a_missing_file_is_one_line_exit_2(tmp_path, capsys):
+    assert check_figures.main(["--help"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("usage: check_figures.py [-h] [README.md ...]") and out.err == ""
+    assert check_figures.main(["-h"]) == 0 and "a section" in capsys.readouterr().out
+    for argv, says in ([str(tmp_path / "nope.md")], "nope.md: no such file"), (["--bogus"], "unknown option --bogus"):
+        assert check_figures.main(argv) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.startswith(f"check_figures.py: error: ") and says in out.err
+        assert out.err.count("\n") == 1, out.err
 
 
 def test_every_readme_figure_beside_a_log_is_in_it_or_checked_by_hand(capsys):
