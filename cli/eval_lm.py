@@ -44,6 +44,8 @@ def eval_lm(argv: Optional[List[str]] = None) -> None:
         return
     word = f", per-word perplexity {r['word_ppl']} over {r['words']} words" if "word_ppl" in r else ""
     word += f", unigram baseline {r['unigram_ppl']}" if "unigram_ppl" in r else ""
+    if "prefix_read" in r:
+        word += f", the continuation after a prefix of {r['prefix_length']} read {r['prefix_read']}"
     logging.getLogger("seqkit.eval_lm").info(
         "%s: %d tokens, loss %.4f (base 2), perplexity %s%s (blocks of %d, context window %d)", r["split"],
         r["tokens"], r["loss"], r["ppl"], word, r["tokens_per_sample"], r["context_window"])

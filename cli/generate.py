@@ -1,6 +1,7 @@
 """``seqkit-generate``: translate a binarized split or raw stdin lines with a checkpoint and print
 fairseq's line format (S-, T-, H-, D-, P-, and A- with generation.print_alignment=true), ordered
-by sentence id. A classification checkpoint prints S-/T-/L- lines (label and probability, top-k
+by sentence id; with ``generation.verifier=NAME``, a V- line holds the first hypothesis of the beam
+that the verifier accepts (none when none does) and the log ends with "verified N of M". A classification checkpoint prints S-/T-/L- lines (label and probability, top-k
 with ``topk=K``); a tagging checkpoint prints CoNLL columns (word, gold tag when known, predicted
 tag), which ``seqkit-score`` scores either way. A language-model checkpoint continues the prompts
 read from stdin (S- prompt, H-/D- continuation); a masked-LM checkpoint fills the ``<mask>`` slots
@@ -17,15 +18,19 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Text
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.core.config import check_compile, check_param_dtype
 from seqkit.core.errors import SeqkitError
-from seqkit.generation.base import TranslatorBase
+from seqkit.generation.base import TranslatorBase, first_verified
 from seqkit.core.settings import given, refuse_unread
-from seqkit.generation.config import GenerateConfig, check_quantize, generate_reads
+from seqkit.generation.config import GenerateConfig, check_quantize, generate_reads, search_config
+from seqkit.verify import verifier_config
+from seqkit.verify.runner import VerifierPool
 
 PROG = "seqkit-generate"
 LN2 = math.log(2)
 
 
-def format_sentence(t: TranslatorBase, sid: int, source: str, target: Optional[str], hypos: List[Dict[str, Any]]) -> str:
+def format_sentence(t: TranslatorBase, sid: int, source: str, target: Optional[str], hypos: List[Dict[str, Any]],
+                    kept: Optional[Dict[str, Any]] = None) -> str:
+    """fairseq's lines of one sentence; ``kept``: the hypothesis generation.verifier kept (a V- line)."""
     # scores are printed in base 2, as fairseq prints them
     lines = [f"S-{sid}\t{source}"]
     if target is not None:
@@ -38,7 +43,22 @@ def format_sentence(t: TranslatorBase, sid: int, source: str, target: Optional[s
         lines.append("P-{}\t{}".format(sid, " ".join(f"{s / LN2:.4f}" for s in h["positional_scores"])))
         if "alignment" in h:  # fairseq's A- line: srcpos-tgtpos of each target token (eos excluded)
             lines.append(f"A-{sid}\t" + " ".join(f"{s}-{t}" for s, t in h["alignment"]))
+    if kept is not None:  # the first hypothesis of the beam that the verifier accepted
+        lines.append(f"V-{sid}\t{kept['score'] / LN2:.4f}\t{kept['text']}")
     return "\n".join(lines) + "\n"
+
+
+def _sentences(t: TranslatorBase, cfg: GenerateConfig, pool: Optional[VerifierPool], first_id: int,
+               sources: Sequence[str], targets: Sequence[Optional[str]], results: Dict[int, Any]) -> Iterator[str]:
+    """The blocks of sentences ``first_id``... : the first generation.nbest hypotheses of each, and with
+    a verifier (``pool``) the first of all of them that verifies."""
+    nbest = cfg.generation.nbest
+    hypos = [results[first_id + i] for i in range(len(sources))]
+    kept: List[Any] = [None] * len(sources)
+    if pool is not None:
+        kept = first_verified(pool, sources, [[t.hypothesis_text(h) for h in hs] for hs in hypos])
+    for i, (source, target) in enumerate(zip(sources, targets)):
+        yield format_sentence(t, first_id + i, source, target, hypos[i][:nbest], kept[i])
 
 
 def _split_results(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Optional[Tuple[Any, bool, Dict[int, Any]]]:
@@ -71,17 +91,16 @@ def _split_results(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Optiona
     return ds, with_target, results
 
 
-def _split_output(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> Iterator[str]:
+def _split_output(t: TranslatorBase, cfg: GenerateConfig, dist: Any, pool: Optional[VerifierPool]) -> Iterator[str]:
     """The split's output in sentence order (rank 0 only under torchrun)."""
     found = _split_results(t, cfg, dist)
     if found is None:
         return
     ds, with_target, results = found
     task = t.task
-    for sid in range(len(ds)):
-        src = task.detokenize(task.pieces(ds.src[sid], "src"), "src")
-        tgt = task.detokenize(task.pieces(ds.tgt[sid])) if with_target else None
-        yield format_sentence(t, sid, src, tgt, results[sid])
+    sources = [task.detokenize(task.pieces(ds.src[sid], "src"), "src") for sid in range(len(ds))]
+    targets = [task.detokenize(task.pieces(ds.tgt[sid])) if with_target else None for sid in range(len(ds))]
+    yield from _sentences(t, cfg, pool, 0, sources, targets, results)
 
 
 def _distill(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> int:
@@ -102,7 +121,8 @@ def _distill(t: TranslatorBase, cfg: GenerateConfig, dist: Any) -> int:
     return len(ds)
 
 
-def _stdin_output(t: TranslatorBase, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO]) -> Iterator[str]:
+def _stdin_output(t: TranslatorBase, cfg: GenerateConfig, stream: Union[BinaryIO, TextIO],
+                  pool: Optional[VerifierPool]) -> Iterator[str]:
     """Translate raw lines from a stream (bytes or text), ``buffer_size`` lines at a time, ids counting from 0."""
     # typed at a terminal: translate each line at once; piped: fill whole batches
     interactive = hasattr(stream, "isatty") and stream.isatty()
@@ -112,8 +132,7 @@ def _stdin_output(t: TranslatorBase, cfg: GenerateConfig, stream: Union[BinaryIO
     def flush(lines: List[str], first_id: int) -> Iterator[str]:
         sources = [t.task.encode_source(line) for line in lines]
         results = {r["id"]: r["hypos"] for r in t.generate_batches(sources, cfg.batch_size, cfg.max_tokens, first_id)}
-        for i, line in enumerate(lines):
-            yield format_sentence(t, first_id + i, line, None, results[first_id + i])
+        yield from _sentences(t, cfg, pool, first_id, lines, [None] * len(lines), results)
 
     for lineno, raw in enumerate(stream, 1):
         try:
@@ -239,11 +258,11 @@ def _ct2_translator(cfg: GenerateConfig) -> TranslatorBase:
     def fallback(threads: int, device: str) -> TranslatorBase:  # seqkit's engine: torch is imported only here
         from seqkit.generation.translator import Translator
 
-        return Translator.fallback_for(cfg.path, cfg.generation, {"data": cfg.task.data},
+        return Translator.fallback_for(cfg.path, search_config(cfg.generation), {"data": cfg.task.data},
                                        cfg.common.attention_kernels)(threads, device)
 
     return CT2Translator.from_checkpoint(
-        cfg.path, cfg.generation, {"data": cfg.task.data}, fallback=fallback, engine=cfg.engine,
+        cfg.path, search_config(cfg.generation), {"data": cfg.task.data}, fallback=fallback, engine=cfg.engine,
         export_dir=cfg.ctranslate2_dir,
         compute_type=cfg.compute_type, device=cfg.common.device, threads=cfg.common.threads,
         batch_size=cfg.batch_size, inter_threads=cfg.inter_threads, intra_threads=cfg.intra_threads,
@@ -294,7 +313,7 @@ def _seqkit_translator(cfg: GenerateConfig) -> Tuple[Any, Any]:
 
         return Classifier(task, model.to(device), device, cfg.common.precision), dist
     model = prepare_for_search(model, device, cfg.common.precision, cfg.quantize, cfg.packed_weights)
-    return Translator(task, model, cfg.generation, device, cfg.common.precision, cfg.inter_threads), dist
+    return Translator(task, model, search_config(cfg.generation), device, cfg.common.precision, cfg.inter_threads), dist
 
 
 def _in_context(cfg: GenerateConfig, device: Any) -> Any:
@@ -308,6 +327,9 @@ def _in_context(cfg: GenerateConfig, device: Any) -> Any:
     if getattr(lm_task, "model_kind", "") != "lm":
         raise SeqkitError(f"icl.verbalizers: {cfg.path} holds a {getattr(lm_task, 'model_kind', 'seq2seq')} model; "
                           "in-context classification needs a language model")
+    if getattr(lm, "prefix_lm", False):
+        raise SeqkitError(f"icl.verbalizers: {cfg.path} is a prefix LM (task.prefix_length); in-context "
+                          "classification scores each label's words causally after the prompt: use a causal LM")
     task = TASKS.build(TASKS.make_config({"name": "classification", "data": cfg.task.data}))
     if task.per_token:
         raise SeqkitError("icl.verbalizers: in-context classification labels sentences, not tokens")
@@ -327,8 +349,6 @@ def generate(argv: Optional[List[str]] = None) -> None:
     import logging
 
     from omegaconf import OmegaConf
-
-    from seqkit.core.io import atomic_write_text
 
     # no torch before it is needed: engine=ctranslate2 on an existing export runs without it
     cfg = OmegaConf.to_object(parse_argv(ConfigBuilder("generate", GenerateConfig), argv, PROG))
@@ -355,7 +375,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
             return
     task = t.task
     t0 = time.perf_counter()
-    n = 0
+    pool: Optional[VerifierPool] = None
     # stdin is read as bytes, decoded here, so bad UTF-8 is one clear error whatever the locale
     stdin = getattr(sys.stdin, "buffer", sys.stdin)
     labelling = getattr(task, "model_kind", "seq2seq") in ("classifier", "tagger")
@@ -365,7 +385,8 @@ def generate(argv: Optional[List[str]] = None) -> None:
             return
         source = _label_stdin_output(t, cfg, stdin) if cfg.input == "-" else _label_split_output(t, cfg)
     elif cfg.input == "-":
-        source = _stdin_output(t, cfg, stdin)
+        pool = _verifier_pool(cfg, dist)
+        source = _stdin_output(t, cfg, stdin, pool)
     elif getattr(task, "model_kind", "seq2seq") == "lm":
         raise SeqkitError("a language model continues prompts: pass input=- and one prompt per line on stdin "
                           "(seqkit-eval-lm scores a binarized split)")
@@ -379,11 +400,51 @@ def generate(argv: Optional[List[str]] = None) -> None:
                      cfg.distill_to, n, cfg.gen_subset, time.perf_counter() - t0)
         return
     else:
-        source = _split_output(t, cfg, dist)
+        pool = _verifier_pool(cfg, dist)
+        source = _split_output(t, cfg, dist, pool)
+    try:
+        n = _write(source, cfg, dist, log)
+    finally:
+        if pool is not None:
+            pool.close()
+    _cleanup(dist)
+    if not dist.is_main:
+        return
+    secs = time.perf_counter() - t0
+    if labelling:
+        done, what = ("tagged", "sentences") if t.per_token else ("classified", "examples")
+        log.info("%s %d %s in %.1fs (%.1f %s/s)", done, n, what, secs, n / max(secs, 1e-9), what)
+        return
+    g = t.gen_cfg
+    lm = getattr(task, "model_kind", "seq2seq") == "lm"  # a language model continues prompts
+    done, what = ("generated", "continuations") if lm else ("translated", "sentences")
+    log.info("%s %d %s in %.1fs (%.1f %s/s), beam %d, lenpen %g, %d process(es)", done, n, what, secs,
+             n / max(secs, 1e-9), what, g.beam, g.lenpen, dist.world_size)
+    if pool is not None:
+        log.info("%s by %s (%d checks: %d rejected)", pool.counts.summary(), pool.name, pool.counts.checks,
+                 pool.counts.rejected)
+
+
+def _verifier_pool(cfg: GenerateConfig, dist: Any) -> Optional[VerifierPool]:
+    """generation.verifier's worker processes (rank 0 checks every sentence under torchrun); None without one."""
+    g = cfg.generation
+    if not g.verifier or not dist.is_main:
+        return None
+    try:
+        verifier = verifier_config(g.verifier, g.verifier_model)
+    except SeqkitError as e:
+        raise SeqkitError(f"generation.verifier: {e}") from None
+    return VerifierPool(verifier, g.verifier_timeout, g.verifier_workers, cfg.common.user_dir or "")
+
+
+def _write(source: Iterator[str], cfg: GenerateConfig, dist: Any, log: Any) -> int:
+    """Write the output blocks (stdout, or the whole file at once with results_path); their number."""
+    from seqkit.core.io import atomic_write_text
+
+    n = 0
     if not dist.is_main:
         list(source)  # translate this rank's share and hand it to rank 0
-        _cleanup(dist)
-        return
+        return 0
     if cfg.results_path:
         # the whole output is written at once, atomically: a failure leaves no partial file
         blocks = list(source)
@@ -398,17 +459,7 @@ def generate(argv: Optional[List[str]] = None) -> None:
             if cfg.input == "-":  # interactive: show each translation as soon as it exists
                 sys.stdout.flush()
             n += 1
-    _cleanup(dist)
-    secs = time.perf_counter() - t0
-    if labelling:
-        done, what = ("tagged", "sentences") if t.per_token else ("classified", "examples")
-        log.info("%s %d %s in %.1fs (%.1f %s/s)", done, n, what, secs, n / max(secs, 1e-9), what)
-        return
-    g = t.gen_cfg
-    lm = getattr(task, "model_kind", "seq2seq") == "lm"  # a language model continues prompts
-    done, what = ("generated", "continuations") if lm else ("translated", "sentences")
-    log.info("%s %d %s in %.1fs (%.1f %s/s), beam %d, lenpen %g, %d process(es)", done, n, what, secs,
-             n / max(secs, 1e-9), what, g.beam, g.lenpen, dist.world_size)
+    return n
 
 
 def _cleanup(dist: Any) -> None:

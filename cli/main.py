@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "average": "average the weights of a run's last checkpoints (save_dir=DIR last=5 output=FILE)",
     "prune": "remove attention heads or zero the smallest weights of a checkpoint (method=heads|magnitude share=0.2)",
     "probe": "linear probes with control tasks on every layer of a pretraining checkpoint (path= data=)",
+    "embed": "sentence vectors of a checkpoint to .npy, or nearest corpus sentences of a query (path= input=|query=)",
     "export": "write a checkpoint for CTranslate2 or HuggingFace, or stand-alone (see seqkit export --help)",
     "import": "turn a HuggingFace model folder into a seqkit checkpoint (needs seqkit[hf])",
     "plot": "attention heatmap of a translation, training curves of runs (needs seqkit[plot])",

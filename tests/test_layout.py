@@ -33,8 +33,9 @@ FLOORS = {
     5: ("export",),  # CTranslate2 folders, stand-alone checkpoints
     4: ("tasks", "hf"),  # data -> batches, models, criteria; HuggingFace folders in and out
     3: ("models", "criteria"),  # one file per family; losses
-    2: ("adapt",),  # LoRA, adapters, prompts, ULMFiT: attached to a model's own layers
-    1: ("data", "tokenizers", "models.modules", "optim", "scoring"),  # leaves over core
+    2: ("adapt", "symbolic"),  # LoRA, adapters, prompts, ULMFiT: attached to a model's own layers; sympy's
+    # expressions as prefix tokens, their generator and the integral verifier (over verify)
+    1: ("data", "tokenizers", "models.modules", "optim", "scoring", "verify"),  # leaves over core
     0: ("core", "hydra_conf"),  # errors, config helpers, registry, plugins, checkpoints, io, CPU settings;
     # the config YAMLs (the repository's hydra_conf/, installed inside the package as seqkit.hydra_conf)
 }

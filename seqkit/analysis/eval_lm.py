@@ -10,6 +10,13 @@ per-token perplexity, and the per-word perplexity (the same total log-likelihood
 split's words as ``seqkit-preprocess`` counted them: whitespace tokens plus one end of line each),
 which compares word-level and subword models, and the perplexity of the training split's unigram
 distribution (add-one smoothed) on the same tokens: the no-context baseline.
+
+Continuation perplexity (``prefix_length`` K, a prefix LM's measure): each block's first K tokens
+are read and not scored, only the rest of the block is. A prefix-LM checkpoint reads those K
+bidirectionally, any other language model causally, on the same blocks, so both score exactly the
+same tokens with the same context (:mod:`seqkit.data.lm_dataset`). Per-word perplexity is then
+left out (the split's word count covers its prefixes too), and the unigram baseline is taken on
+the scored tokens alone.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Collection, Dict, Optional, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from omegaconf import MISSING
@@ -43,6 +51,9 @@ class EvalLMConfig:
     gen_subset: str = arg("test", "binarized split of task.data to score")
     tokens_per_sample: int = arg(0, "tokens scored per block (0: the checkpoint's task.tokens_per_sample)", ge=0)
     context_window: int = arg(0, "earlier tokens each block reads without scoring them", ge=0)
+    prefix_length: int = arg(-1, "each block's first this many tokens read, not scored: continuation perplexity "
+                                 "(a prefix LM reads them bidirectionally, a causal LM causally); -1: the "
+                                 "checkpoint's task.prefix_length (0 for a causal LM)", ge=-1)
     max_tokens: int = arg(8192, "input tokens per batch", ge=1)
     quantize: str = arg("none", "int8: every Linear (and LSTM) layer's weights in int8, activations quantized per "
                                 "call (torch's dynamic quantization, CPU, fp32 precision); none: as trained",
@@ -52,7 +63,7 @@ class EvalLMConfig:
 # the task settings a language model's evaluation takes from the command line; every other one
 # given must be the checkpoint's own (what the model trained with), and a masked-LM or denoising
 # checkpoint takes only task.data (its masking or noise is validation's)
-BLOCK_SETTINGS = ("tokens_per_sample", "context_window", "sample_break_mode")
+BLOCK_SETTINGS = ("tokens_per_sample", "context_window", "sample_break_mode", "prefix_length")
 WHY = {"eos_prefix": " (</s> before the split's first token or not, as before every line it read; "
                      "seqkit-import eos_prefix= chooses it for an imported GPT-2)"}
 
@@ -91,6 +102,9 @@ def check_given(cfg: EvalLMConfig, given: Dict[str, Any], task_name: str, task_c
         raise SeqkitError(f"task={given['name']}, but {cfg.path} is a {task_name} checkpoint: drop task= "
                           "(seqkit-eval-lm takes the task from the checkpoint)")
     takes = ("name", "data") + (() if task_name in NOISED else BLOCK_SETTINGS)
+    if "prefix_random" in given and task_name not in NOISED:
+        raise SeqkitError("task.prefix_random: seqkit-eval-lm splits every block at one prefix_length (random split "
+                          "points are training's); drop it")
     for key, value in given.items():
         if key in takes:
             continue
@@ -103,6 +117,9 @@ def check_given(cfg: EvalLMConfig, given: Dict[str, Any], task_name: str, task_c
     if task_name in NOISED and cfg.tokens_per_sample not in (0, task_cfg.tokens_per_sample):
         raise SeqkitError(f"tokens_per_sample={cfg.tokens_per_sample}: a {task_name} checkpoint is scored on the "
                           f"blocks it trained on ({task_cfg.tokens_per_sample} tokens); drop it")
+    if task_name in NOISED and cfg.prefix_length >= 0:
+        raise SeqkitError(f"prefix_length={cfg.prefix_length}: a {task_name} checkpoint is scored at its "
+                          "masked or noised positions, not on a continuation; drop it")
     if task_name in NOISED and cfg.context_window:
         raise SeqkitError(f"context_window={cfg.context_window}: a {task_name} checkpoint reads its blocks alone, "
                           "with no context window; drop it")
@@ -120,20 +137,23 @@ def default_block(trained: int, positions: int, learned: bool, context: int) -> 
 
 
 def set_blocks(cfg: EvalLMConfig, given: Dict[str, Any], task: Any, model: Any, state: Dict[str, Any]) -> int:
-    """A language model's blocks: ``tokens_per_sample``, ``context_window`` and
+    """A language model's blocks: ``tokens_per_sample``, ``context_window``, ``prefix_length`` and
     ``sample_break_mode`` as given (``NAME=`` or ``task.NAME=``), else the block follows the model
-    (:func:`default_block`), the context is 0 and the break mode the checkpoint's. Sets
+    (:func:`default_block`), the context is 0, the prefix and break mode the checkpoint's. Sets
     ``task.cfg``; returns the block length the model trained on (an imported model: its positions,
     which its own training filled)."""
     block = _one_of("tokens_per_sample", cfg.tokens_per_sample or None, given.get("tokens_per_sample"))
     context = _one_of("context_window", cfg.context_window or None, given.get("context_window")) or 0
+    prefix = _one_of("prefix_length", cfg.prefix_length if cfg.prefix_length >= 0 else None, given.get("prefix_length"))
     positions = model.max_positions()[0]
     learned = bool(getattr(getattr(model, "cfg", None), "learned_positions", False))
     trained = positions if state.get("hf") else int(state["cfg"]["task"].get("tokens_per_sample") or 0)
     if block is None:
         block = default_block(trained, positions, learned, context)
     mode = given.get("sample_break_mode", task.cfg.sample_break_mode)
-    task.cfg = dataclasses.replace(task.cfg, tokens_per_sample=block, context_window=context, sample_break_mode=mode)
+    prefix = task.cfg.prefix_length if prefix is None else prefix
+    task.cfg = dataclasses.replace(task.cfg, tokens_per_sample=block, context_window=context, sample_break_mode=mode,
+                                   prefix_length=prefix, prefix_random=False)
     return trained
 
 
@@ -147,7 +167,7 @@ def eval_lm_reads(task_name: str) -> Reads:
     if task_name in NOISED:  # the masking / noise is drawn again, from the seed
         keys.append("common.seed")
     else:
-        keys += ["tokens_per_sample", "context_window"]
+        keys += ["tokens_per_sample", "context_window", "prefix_length"]
         why.append(("common.seed", "a language model's perplexity draws nothing at random"))
     return Reads(f"seqkit-eval-lm on a {task_name} checkpoint", tuple(keys), tuple(why))
 
@@ -173,8 +193,10 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
     task = task_for_inference(state, {"data": cfg.task.data})
     if task_name not in NOISED and getattr(task, "model_kind", None) != "lm":
         what = task.describe() if hasattr(task, "describe") else f"a model of task {task_name}"
+        runs = ("seqkit-embed turns sentences into its vectors" if getattr(task, "model_kind", "") in
+                ("skip_thought", "quick_thought") else "seqkit-generate runs this one")
         raise SeqkitError(f"path={cfg.path} is {what}; seqkit-eval-lm scores language models (and masked-LM / "
-                          f"denoising ones): seqkit-generate runs this one")
+                          f"denoising ones): {runs}")
     check_given(cfg, given, task_name, task.cfg)
     if command_line is not None:
         refuse_unread(command_line, eval_lm_reads(task_name))
@@ -190,8 +212,10 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
     model = model.to(device).eval()
     if task_name in NOISED:
         return evaluate_noised(cfg, task, model, device)
-    context = task.cfg.context_window
-    ds = task.load_dataset(cfg.gen_subset, context_window=context)
+    context, prefix = task.cfg.context_window, task.cfg.prefix_length
+    # a prefix-LM checkpoint reads each block's prefix both ways; any other language model causally
+    bidirectional = bool(getattr(model, "prefix_lm", False))
+    ds = task.load_dataset(cfg.gen_subset, context_window=context, bidirectional=bidirectional)
     limit = model.max_positions()[0]
     if len(ds.too_long(limit, limit)):
         raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {context} "
@@ -204,6 +228,7 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.common.precision]
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
     nll, count = 0.0, 0
+    scored = []  # the scored targets, with a prefix (the unigram baseline's tokens)
     t0 = time.perf_counter()
     with torch.inference_mode(), autocast:
         for batch in ds.batches(cfg.max_tokens, shuffle=False):
@@ -214,21 +239,26 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
             keep = target.ne(task.ignore_index)
             nll -= float(lprobs.double().masked_fill(~keep, 0.0).sum())
             count += int(keep.sum())
+            if prefix:
+                scored.append(target[keep].cpu().numpy())
     seconds = time.perf_counter() - t0
     if count != ds.num_scored:  # every token once: a bug guard, cheap
         raise SeqkitError(f"scored {count} tokens but the split holds {ds.num_scored}")
-    words = task.words(cfg.gen_subset)
-    unigram = unigram_nll(task, ds.stream)
+    words = None if prefix else task.words(cfg.gen_subset)  # a split's words count its prefixes too
+    unigram = unigram_nll(task, (np.concatenate(scored) if scored else np.zeros(0, np.int64)) if prefix else ds.stream)
     out: Dict[str, Any] = {
         "split": cfg.gen_subset,
         "tokens": count,
         "words": words,
         "tokens_per_sample": task.cfg.tokens_per_sample,
         "context_window": context,
+        "prefix_length": prefix,
         "loss": round(nll / max(count, 1) / math.log(2), 4),
         "ppl": round(math.exp(min(nll / max(count, 1), 700.0)), 2),
         "tokens_per_s": round(count / max(seconds, 1e-9), 1),
     }
+    if prefix:
+        out["prefix_read"] = "bidirectionally" if bidirectional else "causally"
     if words:
         out["word_ppl"] = round(math.exp(min(nll / words, 700.0)), 2)
     if unigram is not None:  # the baseline a model must beat: no context at all

@@ -117,6 +117,11 @@ def load_teacher(path: str, task: Any) -> torch.nn.Module:
         if mine is not None and mine != theirs:
             raise SeqkitError(f"criterion.teacher={path}: its {what} differs from the student's ({len(theirs or [])} "
                               f"against {len(mine)} entries): a teacher must read and predict the same symbols")
+    student_prefix = getattr(getattr(task, "cfg", None), "prefix_length", 0) > 0
+    if student_prefix or getattr(teacher, "prefix_lm", False):
+        raise SeqkitError(f"criterion=distillation with a prefix LM ({'the student' if student_prefix else path}: "
+                          "task.prefix_length) is not supported: the batch's bidirectional prefix would be read by "
+                          "the other model as it was not trained; distil causal language models")
     teacher.eval()
     for p in teacher.parameters():
         p.requires_grad_(False)

@@ -18,6 +18,17 @@ block attending to itself only (:class:`seqkit.data.packing.PackedBlockDataset`)
 ``context_window`` (evaluation): each block's input also reads up to that many tokens before the
 block, whose targets are not scored (``pad``): every token is scored once, with at least
 ``context_window`` tokens of left context where the stream has them.
+
+``prefix_length`` K (a prefix LM, T5's objective; Raffel et al., 2020): a block's first K tokens are
+read, not scored; only the continuation after them is (a block of L tokens scores its last
+``L - K``). ``prefix_random``: each block's K is drawn instead, uniformly from ``1 .. L - 1`` (a
+random split point), from ``default_rng([seed, epoch])``: new splits every epoch, the same again
+on a resumed epoch. With ``bidirectional``, ``collate`` also gives each row's leading positions that
+read one another, ``src_bidirectional`` ``(B,)``: every input position before the first scored
+target's and that one itself (context, the predecessor of the block and its prefix), so the
+position that predicts the first continuation token has read the whole prefix and nothing after it.
+Without it the same tokens are scored, the prefix read causally: the causal LM's side of the
+comparison.
 """
 
 from __future__ import annotations
@@ -80,7 +91,11 @@ class TokenBlockDataset(PaddedBatches):
     ``target`` ``(B, L)`` (next tokens, ``pad`` where not scored) and the scored-token counts."""
 
     def __init__(self, data: IndexedDataset, dictionary: Dictionary, tokens_per_sample: int,
-                 break_mode: str = "none", context_window: int = 0, eos_prefix: bool = True):
+                 break_mode: str = "none", context_window: int = 0, eos_prefix: bool = True,
+                 prefix_length: int = 0, prefix_random: bool = False, bidirectional: bool = False):
+        if prefix_length >= tokens_per_sample:
+            raise SeqkitError(f"prefix_length={prefix_length} leaves no token of a block of tokens_per_sample="
+                              f"{tokens_per_sample} to score; keep it below {tokens_per_sample}")
         self.data, self.dictionary = data, dictionary
         self.stream = data.tokens  # memory-mapped, all lines back to back
         self.starts, self.ends = block_bounds(data.sizes, tokens_per_sample, break_mode)
@@ -90,14 +105,35 @@ class TokenBlockDataset(PaddedBatches):
         self.tgt_sizes = None
         self.pad, self.eos = dictionary.pad(), dictionary.eos()
         self.eos_prefix = eos_prefix
+        self.prefix_length, self.prefix_random, self.bidirectional = prefix_length, prefix_random, bidirectional
+        self._draws = self._draw(1, 0)
+
+    def _draw(self, seed: int, epoch: int) -> np.ndarray:
+        """One uniform ``[0, 1)`` per block ``(N,)`` for the random prefixes of ``epoch`` (empty when fixed)."""
+        return np.random.default_rng([seed, epoch]).random(len(self)) if self.prefix_random else np.zeros(0)
+
+    def prefixes(self, ids: np.ndarray) -> np.ndarray:
+        """Prefix length K of each block ``ids`` ``(B,)``: ``prefix_length``, or drawn from ``1 .. L - 1``."""
+        if not self.prefix_random:
+            return np.full(len(ids), self.prefix_length, dtype=np.int64)
+        L = self.ends[ids] - self.starts[ids]  # (B,)
+        return np.minimum(1 + (self._draws[ids] * (L - 1)).astype(np.int64), np.maximum(L - 1, 0))
+
+    def packing_refusal(self) -> Optional[str]:
+        """Why these blocks cannot be packed several to a row (``dataset.pack``), or None."""
+        if self.prefix_length or self.prefix_random:
+            return ("a prefix LM's rows hold one block each (its mask reads the block's prefix both ways); "
+                    "use sample_break_mode=none, whose blocks are rows of one length already")
+        return None
 
     def __len__(self) -> int:
         return len(self.starts)
 
     @property
     def num_scored(self) -> int:
-        """Tokens scored over the whole dataset (the stream's length)."""
-        return int((self.ends - self.starts).sum()) - (0 if self.eos_prefix or not len(self) else 1)
+        """Tokens scored over the whole dataset: the stream's length, less each block's prefix (fixed prefixes)."""
+        first = self.starts if self.eos_prefix else np.maximum(self.starts, 1)  # stream[0]: read, not scored
+        return int(np.maximum(self.ends - first - self.prefix_length, 0).sum())
 
     def too_long(self, max_source: int, max_target: int) -> np.ndarray:
         """Blocks whose input exceeds the model's positions."""
@@ -105,7 +141,9 @@ class TokenBlockDataset(PaddedBatches):
 
     def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
                 shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
-        """Token-budget batches of block indices; seeded per epoch when ``shuffle``."""
+        """Token-budget batches of block indices; seeded per epoch when ``shuffle``. Also draws the
+        epoch's random prefixes (``prefix_random``), which ``collate`` then reads."""
+        self._draws = self._draw(seed, epoch)
         return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
     def block(self, i: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -114,7 +152,8 @@ class TokenBlockDataset(PaddedBatches):
         target = torch.from_numpy(self.stream[s:b].astype(np.int64))
         before = self.eos if s == 0 else int(self.stream[s - 1])
         inputs = torch.cat([torch.tensor([before]), target[:-1]])
-        target[: a - s] = self.pad
+        first = max(a, 1) if s == 0 and not self.eos_prefix else a  # stream[0] is never scored then
+        target[: first - s + int(self.prefixes(np.array([i]))[0])] = self.pad  # context and prefix
         if s == 0 and not self.eos_prefix and len(target) > 1:  # no </s> before the first token: read, not scored
             return inputs[1:], target[1:]
         if s == 0 and not self.eos_prefix:
@@ -126,18 +165,24 @@ class TokenBlockDataset(PaddedBatches):
         and the lengths ``(B,)``, vectorised (one read of the stream for the targets, one for the
         inputs, no row loop). What :meth:`collate` pads and packed rows
         (:class:`seqkit.data.packing.PackedBlockDataset`) lay out."""
+        s, a, b = self.spans(ids)
+        lengths = b - s  # (B,)
+        pos = flat_ranges(s, lengths)  # (sum L,) stream positions of the targets
+        target = self.stream[pos].astype(np.int64)  # (sum L,) stream positions pos
+        target[pos < np.repeat(a, lengths)] = self.pad  # context and prefix: read, not scored
+        inputs = self.stream[np.maximum(pos - 1, 0)].astype(np.int64)  # each token's predecessor
+        inputs[pos == 0] = self.eos  # eos stands before the split's first token
+        return inputs, target, lengths
+
+    def spans(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Stream positions of blocks ``ids`` ``(B,)``: the first target read, the first scored (after
+        any context and prefix) and the end, each ``(B,)``."""
         s, a, b = self.input_starts[ids], self.starts[ids], self.ends[ids]  # (B,) each
         if not self.eos_prefix:  # nothing before the stream's first token: read, not scored (see block)
             first = s == 0
             a = np.where(first, np.maximum(a, 1), a)
             s = np.where(first & (b > 1), 1, s)
-        lengths = b - s  # (B,)
-        pos = flat_ranges(s, lengths)  # (sum L,) stream positions of the targets
-        target = self.stream[pos].astype(np.int64)  # (sum L,) stream positions pos
-        target[pos < np.repeat(a, lengths)] = self.pad  # context: read, not scored
-        inputs = self.stream[np.maximum(pos - 1, 0)].astype(np.int64)  # each token's predecessor
-        inputs[pos == 0] = self.eos  # eos stands before the split's first token
-        return inputs, target, lengths
+        return s, np.minimum(a + self.prefixes(ids), b), b
 
     def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
         """:meth:`block` of each index, padded: ``src_tokens`` and ``target`` ``(B, L)``."""
@@ -145,12 +190,16 @@ class TokenBlockDataset(PaddedBatches):
         inputs, target, lengths = self.flat_blocks(ids)
         target_m = self.pad_flat(target, lengths, self.pad)  # (B, L)
         scored = int((target != self.pad).sum())
+        net_input = {
+            "src_tokens": self.pad_flat(inputs, lengths, self.pad),  # (B, L)
+            "src_lengths": torch.from_numpy(lengths),
+        }
+        if self.bidirectional:  # (B,) up to and including the position predicting the first scored token
+            s, a, _ = self.spans(ids)
+            net_input["src_bidirectional"] = torch.from_numpy(np.minimum(a - s + 1, lengths))
         return {
             "id": torch.from_numpy(ids),
-            "net_input": {
-                "src_tokens": self.pad_flat(inputs, lengths, self.pad),  # (B, L)
-                "src_lengths": torch.from_numpy(lengths),
-            },
+            "net_input": net_input,
             "target": target_m,
             "ntokens": scored,
             "sample_size": scored,

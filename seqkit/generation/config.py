@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from seqkit.core.config import CommonConfig
 from seqkit.core.config import arg, check_ranges
 from seqkit.core.errors import SeqkitError
 from seqkit.core.settings import Reads
+from seqkit.verify import reads_model
 
 QUANTIZE = ("none", "int8")  # seqkit's engine: quantize=int8 (see seqkit.generation.quantize)
 
@@ -40,6 +41,14 @@ class GenerationConfig:
                                        "fairseq's A- lines (srcpos-tgtpos of the most attended source token)")
     alignment_layer: Optional[int] = arg(None, "decoder layer whose attention gives alignments (None: the "
                                                "model's default: the Transformer's last layer, ConvS2S' mean)")
+    verifier: str = arg("", "a registered verifier (seqkit.verify; a plugin's with common.user_dir): keep, per "
+                            "input, the first of all beam hypotheses it accepts, printed as a V- line (empty: off)")
+    verifier_timeout: float = arg(10.0, "generation.verifier: seconds one check may take; then its worker process "
+                                        "is killed and the check counts as timed out", gt=0)
+    verifier_workers: int = arg(1, "generation.verifier: worker processes checking hypotheses of different inputs "
+                                   "side by side", ge=1)
+    verifier_model: str = arg("", "generation.verifier: the checkpoint a verifier measures with, loaded once per worker "
+                                  "(attributes: a sentence classifier); refused for a verifier that reads none")
 
 
 def check_generation_config(cfg: GenerationConfig, vocab_size: int = 0) -> None:
@@ -67,6 +76,12 @@ def merge_generation(cfg: GenerationConfig, overrides: Dict[str, Any]) -> Genera
     if unknown:
         raise SeqkitError(f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
     return dataclasses.replace(cfg, **overrides)
+
+
+def search_config(cfg: GenerationConfig) -> GenerationConfig:
+    """The settings the search runs with: with a verifier, every hypothesis of the beam is kept
+    (``nbest = beam``) for checking, while ``nbest`` still says how many are printed."""
+    return dataclasses.replace(cfg, nbest=cfg.beam) if cfg.verifier else cfg
 
 
 def max_target_len(src_len: int, cfg: GenerationConfig, max_tgt: int) -> int:
@@ -155,6 +170,27 @@ _KINDS = {"seq2seq": "a translation checkpoint", "lm": "a language-model checkpo
           "masked_lm": "a masked-LM checkpoint", "icl": "a language model classifying in context (icl.verbalizers)"}
 
 
+def _generation_reads(cfg: GenerateConfig, distilling: bool, why: List[Tuple[str, str]]) -> List[str]:
+    """The ``generation.*`` keys a search reads; ``why`` gets the reason for each left out."""
+    g, skip = cfg.generation, set()
+    if not g.print_alignment:
+        skip.add("alignment_layer")
+        why.insert(0, ("generation.alignment_layer", "it picks the layer of generation.print_alignment=true"))
+    checks = ("verifier_timeout", "verifier_workers", "verifier_model")
+    if distilling:
+        skip |= {"verifier", *checks}
+        why[:0] = [(f"generation.{name}", "distill_to= writes each sentence's best hypothesis, not a verified one")
+                   for name in ("verifier", *checks)]
+    elif not g.verifier:
+        skip |= set(checks)
+        why[:0] = [(f"generation.{name}", "it sets up generation.verifier's checks, and no generation.verifier is "
+                                          "set") for name in checks]
+    elif not reads_model(g.verifier):
+        skip.add("verifier_model")
+        why.insert(0, ("generation.verifier_model", f"the {g.verifier} verifier measures without a checkpoint"))
+    return [f"generation.{f.name}" for f in dataclasses.fields(GenerationConfig) if f.name not in skip]
+
+
 def generate_reads(cfg: GenerateConfig, kind: str, labels: int = 0, attention: bool = True) -> Reads:
     """The settings ``seqkit-generate`` reads for a checkpoint of ``kind`` (a task's ``model_kind``,
     or ``icl``), given where its input comes from (``input=-`` or a split of ``task.data``);
@@ -176,17 +212,14 @@ def generate_reads(cfg: GenerateConfig, kind: str, labels: int = 0, attention: b
     stdin = cfg.input == "-"
     keys += ["input", "buffer_size"] if stdin else ["gen_subset", "task.data"]
     if kind in ("seq2seq", "lm"):
-        keys += ["generation", "batch_size", "max_tokens", "inter_threads", "results_path"]
+        keys += ["batch_size", "max_tokens", "inter_threads", "results_path"]
         if cfg.engine == "ctranslate2":
             keys += ["compute_type", "intra_threads", "ctranslate2_dir"]
         elif cfg.common.precision == "fp32" and cfg.quantize == "none":
             keys.append("packed_weights")
         if kind == "seq2seq" and not stdin:
             keys.append("distill_to")
-        if not cfg.generation.print_alignment:
-            keys.remove("generation")
-            keys += [f"generation.{f.name}" for f in dataclasses.fields(GenerationConfig) if f.name != "alignment_layer"]
-            why.insert(0, ("generation.alignment_layer", "it picks the layer of generation.print_alignment=true"))
+        keys += _generation_reads(cfg, distilling=kind == "seq2seq" and not stdin and bool(cfg.distill_to), why=why)
         why += [("topk", "it counts a classifier's labels or a masked LM's fillers"),
                 ("packed_weights", "weights are packed at fp32 without quantize")]
     elif kind in ("classifier", "tagger", "icl"):
@@ -206,6 +239,8 @@ def generate_reads(cfg: GenerateConfig, kind: str, labels: int = 0, attention: b
         keys = [k for k in keys if k != "buffer_size"] + ["input", "topk"]
         why += [("buffer_size", "<mask> lines are filled one at a time"),("results_path", "a masked LM's fillers are printed on stdout"),
                 ("batch_size", "<mask> lines are filled one at a time")]
+    if kind not in ("seq2seq", "lm"):
+        why.insert(0, ("generation.verifier", "a verifier checks generated text, and this checkpoint generates none"))
     if kind != "icl":
         why.append(("icl", "icl.verbalizers turns a language-model checkpoint into an in-context classifier"))
     reads = Reads(f"seqkit-generate on {_KINDS.get(kind, f'a {kind} checkpoint')}", tuple(keys), tuple(why))

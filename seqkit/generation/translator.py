@@ -10,6 +10,7 @@ continuation (``Translator.from_checkpoint("lm.pt", beam=1, sampling=True, sampl
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -117,6 +118,13 @@ class Translator(TranslatorBase):
 
     def max_source_positions(self) -> int:
         return self.model.max_positions()[0]
+
+    def with_generation(self, **overrides: Any) -> "Translator":
+        """This translator (model and task shared) searching with ``overrides`` of its generation settings."""
+        other = copy.copy(self)
+        other.gen_cfg = merge_generation(self.gen_cfg, overrides)
+        other.generator = SequenceGenerator(self.task.tgt_dict, other.gen_cfg)
+        return other
 
     def streams(self, batch_size: int = 64) -> int:
         """Batches searched at once for batches of ``batch_size`` (see ``GenerateConfig.inter_threads``)."""

@@ -253,6 +253,9 @@ def export_folder(path: str, output: str, overwrite: bool = False, peft: bool = 
         raise SeqkitError(f"{path} holds a {name} model; HuggingFace export takes {', '.join(sorted(EXPORTS))} "
                           "and fine-tuned pretrained_classifier / pretrained_tagger models")
     task, model = load_for_inference(path, state=state)
+    if getattr(model, "prefix_lm", False):
+        raise SeqkitError(f"{path} is a prefix LM (task.prefix_length); transformers' GPT-2 reads every prompt "
+                          "causally, so it has no HuggingFace counterpart to export to")
     model_cfg = to_plain(model.cfg)
     if model_cfg.get("pruned_heads"):
         raise SeqkitError(f"{path}: its attention heads were pruned (model.pruned_heads); HuggingFace export takes "

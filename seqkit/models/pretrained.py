@@ -162,6 +162,9 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
     task, body = checkpoints.load_for_inference(cfg.path, state=state)
     if task.model_kind not in ("lm", "masked_lm", "seq2seq") or not hasattr(body, "transfer_features"):
         raise SeqkitError(f"{cfg.path} holds a {task.model_kind} model ({type(body).__name__}), not a pretrained one")
+    if getattr(body, "prefix_lm", False):
+        raise SeqkitError(f"{cfg.path} is a prefix LM (task.prefix_length): a fine-tuned body reads its input "
+                          "causally, not as the prefix it was trained on; fine-tune a causal language model")
     pretrain_dict = task.src_dict
     if not src_dict.is_prefix_of(pretrain_dict):
         raise SeqkitError(f"the data was binarized with another dictionary than {cfg.path}'s: run seqkit-preprocess "

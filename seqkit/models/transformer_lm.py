@@ -6,6 +6,12 @@ LayerNorm) -> output layer: the input embedding's transpose (tied, GPT's choice)
 or an adaptive softmax (:mod:`seqkit.models.modules.lm_head`), optionally with adaptive input
 embeddings that share its weights (:mod:`seqkit.models.modules.adaptive_input`).
 
+A prefix LM (``task.prefix_length``, T5's objective): each row's first positions
+(``src_bidirectional``) read one another, the rest read causally; the explicit mask this takes
+replaces SDPA's ``is_causal`` (:func:`seqkit.models.modules.kernels.prefix_lm_mask`). Generation
+reads the whole prompt so (``prefix_lm``) and then continues causally from the KV cache: a
+continuation position reads the prefix's keys and values as the full forward does.
+
 Shapes: B batch, T length, C embed_dim, V vocabulary, H heads, D = C / H, t cached positions.
 """
 
@@ -28,7 +34,7 @@ from seqkit.models.modules.adaptive_input import AdaptiveInput, init_shared
 from seqkit.models.modules.attention import PRUNED_HEADS_HELP, remove_heads
 from seqkit.models.modules.document_masks import document_mask, use_flex
 from seqkit.models.modules.dropout import dropout
-from seqkit.models.modules.kernels import padding_mask
+from seqkit.models.modules.kernels import padding_mask, prefix_lm_mask
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
@@ -97,6 +103,10 @@ def gpt_tiny() -> TransformerLMConfig:
 class TransformerLM(LanguageModel):
     """Decoder-only Transformer; ``build(cfg, dictionary)`` is the registry builder."""
 
+    # True when it trained as a prefix LM (set by the language-modeling task, task.prefix_length > 0):
+    # prefill then reads a prompt bidirectionally. Its presence marks a model that takes the mask.
+    prefix_lm = False
+
     def __init__(self, cfg: TransformerLMConfig, dictionary: Dictionary):
         super().__init__()
         self.cfg = cfg
@@ -137,16 +147,20 @@ class TransformerLM(LanguageModel):
         return self.cfg.max_positions, self.cfg.max_positions
 
     def features(self, src_tokens: torch.Tensor, prefix: Optional[torch.Tensor] = None,
-                 segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+                 segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None,
+                 bidirectional: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``(B, T)`` -> last layer's normalized output ``(B, T, C)``; position t sees tokens 0..t only
         (and ``prefix`` ``(B, k, C)``, learned vectors read after the first token). Packed rows
         (:class:`seqkit.data.packing.PackedBlockDataset`): ``segments`` ``(B, T)``, each token's block
         in its row (-1 at padding), and ``positions`` ``(B, T)``, its position in that block; a token
-        then sees the tokens of its own block up to itself only."""
+        then sees the tokens of its own block up to itself only. A prefix LM's rows: ``bidirectional``
+        ``(B,)``, each row's first positions that read one another (the rest read causally)."""
         k = prefix_length(prefix)
         T = src_tokens.size(1) + k
         if segments is not None and k:
             raise SeqkitError("packed rows (dataset.pack) take no learned prefix")
+        if bidirectional is not None and (k or segments is not None):
+            raise SeqkitError("a prefix LM's rows take neither learned prompt vectors nor packing (dataset.pack)")
         if segments is None and T > self.cfg.max_positions:  # a packed row's positions restart per block
             raise SeqkitError(f"input of {T} tokens exceeds model.max_positions={self.cfg.max_positions}")
         pos = self.positions(T) if positions is None else self.positions.at(positions)  # (T, C) or (B, T, C)
@@ -157,6 +171,8 @@ class TransformerLM(LanguageModel):
         if segments is not None:  # (B, 1, T, T) or a FlexAttention BlockMask on CUDA
             flex = use_flex(segments.device, self.cfg.attention_dropout if self.training else 0.0)
             mask = document_mask(segments, segments, True, flex)
+        elif bidirectional is not None:  # (B, 1, T, T): bidirectional over each row's prefix, causal after it
+            mask = prefix_lm_mask(bidirectional, T)
         for layer in self.layers:  # (called as modules: seqkit-probe's hooks read each layer's output)
             x = layer(x, mask, is_causal=mask is None)  # (T = 1 alike; a test of T breaks torch.compile's graph)
         return remove_prefix(self.final_norm(x), k)
@@ -188,9 +204,12 @@ class TransformerLM(LanguageModel):
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, target: Optional[torch.Tensor] = None,
                 src_segments: Optional[torch.Tensor] = None,
-                src_positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Logits ``(B, T, V)``; packed rows add ``src_segments`` and ``src_positions`` (see :meth:`features`)."""
-        x = self.features(src_tokens, segments=src_segments, positions=src_positions)  # (B, T, C)
+                src_positions: Optional[torch.Tensor] = None,
+                src_bidirectional: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits ``(B, T, V)``; packed rows add ``src_segments`` and ``src_positions``, a prefix LM's
+        rows ``src_bidirectional`` ``(B,)`` (see :meth:`features`)."""
+        x = self.features(src_tokens, segments=src_segments, positions=src_positions,
+                          bidirectional=src_bidirectional)  # (B, T, C)
         if target is None:
             return self.head.logits(x)  # (B, T, V)
         return self.head.scored(x, target, self.pad)  # (B, T) log-probs of the targets, 0 at pads
@@ -201,11 +220,15 @@ class TransformerLM(LanguageModel):
         if P > self.cfg.max_positions:
             raise SeqkitError(f"a prompt of {P} tokens exceeds model.max_positions={self.cfg.max_positions}")
         x = self.embed_scale * self.embed(src_tokens) + self.positions(P)  # (B, P, C)
+        keep = torch.arange(P, device=x.device)[None, :] < src_lengths[:, None]  # (B, P) real prompt tokens
+        # a prefix LM reads the whole prompt both ways (its pads masked off), as it read a block's prefix
+        mask = padding_mask(keep) if self.prefix_lm else None
         state: Cache = {}
         for i, layer in enumerate(self.layers):
-            x, (state[f"{i}.k"], state[f"{i}.v"]) = layer.forward_kv(x, is_causal=P > 1)  # (B, H, P, D)
+            x, (state[f"{i}.k"], state[f"{i}.v"]) = layer.forward_kv(
+                x, attn_mask=mask, is_causal=P > 1 and not self.prefix_lm)  # (B, H, P, D)
         last = self.final_norm(x)[torch.arange(B, device=x.device), src_lengths - 1]  # (B, C)
-        state["keep"] = torch.arange(P, device=x.device)[None, :] < src_lengths[:, None]  # (B, P) real prompt tokens
+        state["keep"] = keep
         return self.head.logits(last), state
 
     def step(self, tokens: torch.Tensor, state: Cache, positions: torch.Tensor) -> torch.Tensor:

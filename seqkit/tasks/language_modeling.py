@@ -2,6 +2,12 @@
 (one token stream per split, see :mod:`seqkit.data.lm_dataset` for how it becomes blocks) ->
 models of kind ``lm`` (:class:`seqkit.models.base.LanguageModel`).
 
+``prefix_length`` > 0 makes it a prefix LM (T5's prefix-LM objective, UniLM's seq-to-seq mask):
+each block's first tokens are read bidirectionally and not scored, the rest causally and scored
+(see :mod:`seqkit.data.lm_dataset`). Only a model whose attention takes that mask trains so
+(``transformer_lm``; the LSTM reads left to right); the task marks the model it builds
+(``model.prefix_lm``), so a prompt given to ``seqkit-generate`` is read as the prefix.
+
 For generation the task looks like a translation task whose source is the prompt: the same
 ``src_dict``/``tgt_dict`` (one dictionary), ``encode_source`` (``</s> w1 ... wn``, no final eos),
 ``pieces`` and ``detokenize``, so ``seqkit-generate`` and the Translator drive it unchanged.
@@ -41,6 +47,12 @@ class LanguageModelingConfig:
     eos_prefix: bool = arg(True, "</s> before each prompt and before the split's first token, as seqkit's training puts "
                                  "it before every line; false: the ids as the tokenizer gives them (seqkit-import sets "
                                  "it so for a GPT-2, which transformers feeds no prefix)")
+    prefix_length: int = arg(0, "a prefix LM: each block's first this many tokens are read bidirectionally and not "
+                                "scored, the rest causally and scored (validation always splits here; "
+                                "seqkit-generate reads a prompt as the prefix); 0: a causal LM", ge=0)
+    prefix_random: bool = arg(False, "training blocks: each one's prefix length drawn instead, uniformly from 1 to "
+                                     "its length - 1 (T5's random split point), anew every epoch from common.seed; "
+                                     "needs prefix_length > 0, which validation keeps")
 
 
 @TASKS.register("language_modeling", LanguageModelingConfig)
@@ -57,7 +69,10 @@ class LanguageModelingTask:
         self.src_dict = self.tgt_dict = self.dictionary  # the generator's view: the prompt is the source
         self._tokenizer_state = state.get("tokenizer")
         self._tokenizer: Optional[Tokenizer] = None
-        self.ignore_index = self.dictionary.pad()  # unscored positions: padding and context windows
+        self.ignore_index = self.dictionary.pad()  # unscored positions: padding, context windows and prefixes
+        if cfg.prefix_random and not cfg.prefix_length:
+            raise SeqkitError("task.prefix_random=true draws a prefix LM's split points; it needs task.prefix_length "
+                              "> 0 (the split validation keeps, e.g. half of task.tokens_per_sample), or drop it")
 
     @staticmethod
     def read_meta(data: str) -> Dict[str, Any]:
@@ -94,9 +109,11 @@ class LanguageModelingTask:
     def split_exists(self, split: str) -> bool:
         return os.path.isfile(os.path.join(self.cfg.data, f"{split}.{DATA_KEY}.idx"))
 
-    def load_dataset(self, split: str, with_target: bool = True,
-                     context_window: Optional[int] = None) -> TokenBlockDataset:
-        """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train."""
+    def load_dataset(self, split: str, with_target: bool = True, context_window: Optional[int] = None,
+                     bidirectional: Optional[bool] = None) -> TokenBlockDataset:
+        """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train. Each block's
+        first ``prefix_length`` tokens (drawn for train with ``prefix_random``) are not scored and,
+        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways."""
         prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
         check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._tokenizer_state)
         if not self.split_exists(split):
@@ -104,8 +121,10 @@ class LanguageModelingTask:
         data = IndexedDataset(prefix)
         data.check_vocab(len(self.dictionary))
         context = context_window if context_window is not None else 0 if split == "train" else self.cfg.context_window
+        bidirectional = self.cfg.prefix_length > 0 if bidirectional is None else bidirectional
+        random = self.cfg.prefix_random and split == "train"  # validation and evaluation keep prefix_length
         return TokenBlockDataset(data, self.dictionary, self.cfg.tokens_per_sample, self.cfg.sample_break_mode, context,
-                                 self.cfg.eos_prefix)
+                                 self.cfg.eos_prefix, self.cfg.prefix_length, random, bidirectional)
 
     def words(self, split: str) -> Optional[int]:
         """Words in ``split`` as preprocess counted them (whitespace tokens + one per line), if known."""
@@ -114,7 +133,16 @@ class LanguageModelingTask:
     # -- components ------------------------------------------------------------------------------
     def build_model(self, model_cfg: Any) -> torch.nn.Module:
         check_model_kind(model_cfg.name, self.model_kind, "language_modeling")
-        return MODELS.build(model_cfg, self.dictionary)
+        # a model whose attention takes the prefix-LM mask has the flag (transformer_lm)
+        if self.cfg.prefix_length and not hasattr(MODELS.builder(model_cfg.name), "prefix_lm"):
+            raise SeqkitError(f"task.prefix_length={self.cfg.prefix_length}: model {model_cfg.name} cannot read a "
+                              "prefix bidirectionally (a recurrent LM reads one way; the prefix-LM mask is "
+                              "attention's); use model=transformer_lm or one of its presets (gpt_mini...), or drop "
+                              "task.prefix_length")
+        model = MODELS.build(model_cfg, self.dictionary)
+        if self.cfg.prefix_length:
+            model.prefix_lm = True  # seqkit-generate reads a prompt as the prefix
+        return model
 
     def build_criterion(self, criterion_cfg: Any) -> Callable:
         return CRITERIA.build(criterion_cfg, self)

@@ -1,5 +1,5 @@
 """Which CUDA kernels run ``F.scaled_dot_product_attention`` (``common.attention_kernels``), and
-the padding mask handed to it.
+the padding and prefix-LM masks handed to it.
 
 On an H100 with torch 2.11, bf16/fp16 attention goes to cuDNN first, and cuDNN builds an execution
 plan for every new (batch, length) shape, hundreds of milliseconds each. Token-budget batches give
@@ -102,3 +102,15 @@ def padding_mask(keep: torch.Tensor, padded: Optional[bool] = None) -> Optional[
     if padded is None and keep.device.type != "cuda" and not torch.compiler.is_compiling() and bool(keep.all()):
         return None
     return keep[:, None, None, :]  # (B, 1, 1, S)
+
+
+def prefix_lm_mask(bidirectional: torch.Tensor, T: int) -> torch.Tensor:
+    """A prefix LM's self-attention mask ``(B, 1, T, T)``, True = attend: query i reads key j when
+    j <= i (causal) or j < ``bidirectional[b]`` ``(B,)`` (the row's first positions, its prefix,
+    read one another). An explicit mask in place of ``is_causal``: on CUDA SDPA runs it on the
+    efficient or math kernel (flash takes no mask; ``auto`` lists efficient after it). Right
+    padding needs nothing more: a real position reads no key after both itself and the prefix."""
+    idx = torch.arange(T, device=bidirectional.device)
+    causal = idx[None, :] <= idx[:, None]  # (T, T): key <= query
+    prefix = idx[None, None, :] < bidirectional[:, None, None]  # (B, 1, T): key inside the row's prefix
+    return (causal[None] | prefix)[:, None]  # (B, 1, T, T)
