@@ -1,6 +1,9 @@
 """``seqkit-embed``: sentence vectors of a checkpoint (``seqkit/analysis/sentence_vectors.py``):
 ``input=FILE output=FILE.npy`` writes one vector per line; ``query=TEXT`` (or ``queries=FILE``)
-with ``corpus=FILE k=5`` prints each query's nearest corpus sentences with their cosines."""
+with ``corpus=FILE k=5`` prints each query's nearest corpus sentences with their cosines. Word
+vectors (``seqkit/analysis/word_vectors.py``): ``words="a b" k=10`` prints each word's nearest
+words, ``analogy=a:b::c`` the answers to a:b::c:?, ``analogies=FILE`` the accuracy per section of
+a questions-words.txt file, ``export=FILE`` writes word2vec's text format."""
 
 from __future__ import annotations
 

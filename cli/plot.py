@@ -3,6 +3,7 @@
     seqkit-plot attention path=CK.pt sentence="Ein Hund rennt." [output=attention.png] [beam=5] [layer=N]
     seqkit-plot curves LOG.jsonl [LOG.jsonl ...] [output=curves.png] [labels=[a,b]]
     seqkit-plot activations path=CK.pt text_file=PASSAGE.txt [unit=K | property=quotes] [output=activations.png]
+    seqkit-plot gradients RESULTS.json [RESULTS.json ...] [output=gradients.png]
 
 The drawing lives in :mod:`seqkit.analysis.plot`; this module parses the command line and, for
 ``attention``, translates the sentence with the checkpoint.
@@ -14,7 +15,8 @@ import re
 import sys
 from typing import List, Optional, Sequence
 
-from seqkit.analysis.plot import ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig, PruningPlotConfig
+from seqkit.analysis.plot import (ActivationsPlotConfig, AttentionPlotConfig, CurvesPlotConfig, GradientsPlotConfig,
+                                  PruningPlotConfig)
 from seqkit.cli.common import ConfigBuilder, parse_argv, run_main, setup_logging
 from seqkit.core.errors import SeqkitError
 
@@ -26,6 +28,7 @@ USAGES = {
     "pruning": "seqkit-plot pruning RESULTS.jsonl [RESULTS.jsonl ...] [output=pruning.png]",
     "activations": "seqkit-plot activations path=CHECKPOINT text_file=FILE [unit=K | property=quotes] "
                    "[layer=-1] [state=cell] [output=activations.png]",
+    "gradients": "seqkit-plot gradients RESULTS.json [RESULTS.json ...] [output=gradients.png]",
 }
 DOCS = {
     "attention": "translate one sentence and draw the decoder's attention over the source as a heatmap",
@@ -33,11 +36,14 @@ DOCS = {
     "pruning": "draw BLEU (or accuracy) and speed against the share pruned from examples/pruning/sweep.py's results",
     "activations": "colour a passage by one LSTM unit's activation; find the units that track quotes, brackets, "
                    "position in the line or word",
+    "gradients": "draw gradient norm against distance in time (RNN, GRU, LSTM) from "
+                 "examples/language_model/vanishing_gradient/measure.py's results",
 }
+# commands whose plain arguments are files: the field
+LISTED = {"curves": "logs", "pruning": "results", "gradients": "results"}
 # values taken verbatim (a sentence may hold commas, quotes, brackets, ${...}): quoted for hydra
-LISTED = {"curves": "logs", "pruning": "results"}  # commands whose plain arguments are files: the field
 FREE_TEXT = {"attention": ("path", "sentence", "output"), "curves": ("output",), "pruning": ("output",),
-             "activations": ("path", "text_file", "output")}
+             "activations": ("path", "text_file", "output"), "gradients": ("output",)}
 
 
 def usage() -> str:
@@ -207,7 +213,38 @@ def pruning(argv: List[str]) -> None:
     logging.getLogger("seqkit.plot").info("wrote %s: %d rows", cfg.output, len(rows))
 
 
-COMMANDS = {"attention": attention, "curves": curves, "pruning": pruning, "activations": activations}
+def gradients(argv: List[str]) -> None:
+    import json
+    import logging
+
+    from seqkit.analysis.plot import require_matplotlib, run_labels, write_gradients
+
+    cfg: GradientsPlotConfig = _config("gradients", GradientsPlotConfig, argv)
+    setup_logging()
+    if not cfg.results:
+        raise SeqkitError("no results given: seqkit-plot gradients RESULTS.json [...]")
+    require_matplotlib()
+    results = []
+    for path in cfg.results:
+        try:
+            with open(path, encoding="utf-8") as f:
+                results.append(json.load(f))
+        except OSError as e:
+            raise SeqkitError(f"cannot read {path}: {e.strerror or e}") from None
+        except json.JSONDecodeError:
+            raise SeqkitError(f"{path}: not JSON") from None
+        result = results[-1] if isinstance(results[-1], dict) else {}
+        runs = result.get("runs") or [{}]
+        if "distances" not in result or any(k not in r for r in runs for k in ("cell", "updates", "mean")):
+            raise SeqkitError(f"{path}: needs distances and runs with cell, updates and mean "
+                              "(examples/language_model/vanishing_gradient/measure.py)")
+    labels = run_labels(cfg.results) if len(cfg.results) > 1 else [""]
+    write_gradients(cfg.output, results, labels)
+    logging.getLogger("seqkit.plot").info("wrote %s: %d curve(s)", cfg.output, sum(len(r["runs"]) for r in results))
+
+
+COMMANDS = {"attention": attention, "curves": curves, "pruning": pruning, "activations": activations,
+            "gradients": gradients}
 
 
 def plot(argv: Optional[Sequence[str]] = None) -> None:

@@ -70,6 +70,9 @@ def property_signals(lines: List[str]) -> Dict[str, np.ndarray]:
 
 def _lstm(model: nn.Module) -> nn.LSTM:
     lstm = getattr(model, "lstm", None)
+    if isinstance(lstm, (nn.GRU, nn.RNN)):  # lstm_lm with model.cell=gru or rnn: h alone, no cell state
+        raise SeqkitError(f"unit activations read an LSTM's layers; this language model has model.cell="
+                          f"{model.cfg.cell}: give a checkpoint trained with model.cell=lstm")
     if not isinstance(lstm, nn.LSTM) or lstm.bidirectional:
         raise SeqkitError(f"unit activations read an LSTM language model (model=lstm_lm), not {type(model).__name__}")
     return lstm

@@ -193,8 +193,10 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
     task = task_for_inference(state, {"data": cfg.task.data})
     if task_name not in NOISED and getattr(task, "model_kind", None) != "lm":
         what = task.describe() if hasattr(task, "describe") else f"a model of task {task_name}"
-        runs = ("seqkit-embed turns sentences into its vectors" if getattr(task, "model_kind", "") in
-                ("skip_thought", "quick_thought") else "seqkit-generate runs this one")
+        kind = getattr(task, "model_kind", "")
+        runs = ("seqkit-embed turns sentences into its vectors" if kind in ("skip_thought", "quick_thought") else
+                "seqkit-embed reads its word vectors (words=, analogy=)" if kind == "word2vec" else
+                "seqkit-generate runs this one")
         raise SeqkitError(f"path={cfg.path} is {what}; seqkit-eval-lm scores language models (and masked-LM / "
                           f"denoising ones): {runs}")
     check_given(cfg, given, task_name, task.cfg)

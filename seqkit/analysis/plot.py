@@ -344,3 +344,35 @@ def write_activations(output: str, lines: Sequence[str], values: Sequence[float]
     ax.set_title(title, fontsize="medium")
     _save(fig, output)
     return len(rows_text)
+
+
+# -- gradient against distance ----------------------------------------------------------------------
+@dataclass
+class GradientsPlotConfig:
+    results: List[str] = arg(help="results.json files of examples/language_model/vanishing_gradient/measure.py "
+                                  "(also given as plain arguments)", factory=list)
+    output: str = arg("gradients.png", "PNG file to write")
+
+
+def write_gradients(output: str, results: Sequence[Dict[str, Any]], labels: Sequence[str]) -> None:
+    """Mean ``||dL_T / dh_{T-k}||`` against the distance k on a log scale: one colour per cell (and
+    results file), dashed at initialisation, solid after the last measured update count, dotted
+    between. ``labels``: one prefix per results file (empty for one file)."""
+    fig = _figure((9.0, 5.5))
+    ax = fig.subplots()
+    colour = 0
+    for result, label in zip(results, labels):
+        last = max(run["updates"] for run in result["runs"])
+        for cell in dict.fromkeys(run["cell"] for run in result["runs"]):
+            for run in (r for r in result["runs"] if r["cell"] == cell):
+                style = "--" if run["updates"] == 0 else "-" if run["updates"] == last else ":"
+                name = f"{label}{': ' if label else ''}{cell}, {run['updates']} updates"
+                ax.plot(result["distances"], run["mean"], color=f"C{colour}", linestyle=style, label=name)
+            colour += 1
+    ax.set_yscale("log")  # zeros (an underflowed gradient) are left out of a log axis
+    ax.set_xlabel("distance k: steps between the state h_(T-k) and the scored position T")
+    ax.set_ylabel("mean ||dL_T / dh_(T-k)|| over sequences")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    ax.set_title(results[0].get("title", "gradient norm against distance"), fontsize="medium")
+    _save(fig, output)

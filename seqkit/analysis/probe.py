@@ -132,7 +132,7 @@ def layer_features(model: nn.Module, src_tokens: torch.Tensor, src_lengths: torc
         return out
     if hasattr(model, "layer_representations"):  # ELMo: (L + 1, B, S, 2H)
         return list(model.layer_representations(src_tokens, src_lengths).unbind(0))
-    if isinstance(getattr(model, "lstm", None), nn.LSTM):  # the LSTM LM: its layers one at a time
+    if isinstance(getattr(model, "lstm", None), nn.RNNBase):  # the LSTM LM (any cell): its layers one at a time
         return _lstm_layers(model.lstm, model.embed(src_tokens))
     raise SeqkitError(f"probing does not know the layers of {type(model).__name__}")
 
@@ -149,7 +149,9 @@ def _single_layers(lstm: nn.LSTM) -> List[nn.LSTM]:
         singles = []
         for i in range(lstm.num_layers):
             width = lstm.input_size if i == 0 else lstm.hidden_size
-            one = nn.LSTM(width, lstm.hidden_size, batch_first=True, bias=lstm.bias, device="meta")  # no weights
+            elman = {"nonlinearity": lstm.nonlinearity} if isinstance(lstm, nn.RNN) else {}
+            # the same kind (LSTM, GRU or Elman RNN), on meta: no weights of its own
+            one = type(lstm)(width, lstm.hidden_size, batch_first=True, bias=lstm.bias, device="meta", **elman)
             for kind in ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if lstm.bias else ()):
                 setattr(one, f"{kind}_l0", getattr(lstm, f"{kind}_l{i}"))  # the same Parameter
             singles.append(one.train(lstm.training))

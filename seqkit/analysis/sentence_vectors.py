@@ -21,6 +21,10 @@ an empty line is refused (it would be a sentence of nothing). ``pooling`` choose
 
 Queries print, for query i, ``Q-i<TAB>query`` then k lines ``N-i<TAB>cosine<TAB>line<TAB>sentence``
 (corpus line numbers from 1, nearest first).
+
+Word mode (``words=``, ``analogy=``, ``analogies=``, ``export=``; one of them per run): a
+checkpoint's word vectors, word2vec's above all: nearest words, analogies, accuracy on an analogy
+file, export in word2vec's text format (:mod:`seqkit.analysis.word_vectors`).
 """
 
 from __future__ import annotations
@@ -36,25 +40,28 @@ import numpy as np
 import torch
 from torch import nn
 
+from seqkit.analysis.word_vectors import input_embedding, parse_analogy, run_words
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.core.settings import Reads, refuse_unread
 
 log = logging.getLogger("seqkit.embed")
 POOLINGS = ("auto", "mean", "embeddings")
-EMBEDDING_NAMES = ("embed_tokens", "src_embed", "embed")  # the input word tables of seqkit's models
+WORD_MODES = ("words", "analogy", "analogies", "export")  # seqkit.analysis.word_vectors
 
 
 @dataclass
 class EmbedConfig:
     path: str = arg("", "checkpoint (required): a skip_thought or quick_thought run's, or any other with "
-                        "pooling=mean or pooling=embeddings")
+                        "pooling=mean or pooling=embeddings; a word2vec run's (or any other's input word table) "
+                        "for words=, analogy=, analogies= and export=")
     input: str = arg("", "text file, one sentence per line: each line's vector is written to output=")
     output: str = arg("", "with input=: the .npy file written, float32 (lines, D) in line order")
     query: str = arg("", "one query sentence: its k nearest sentences of corpus= are printed, with their cosines")
     queries: str = arg("", "text file of query sentences, one per line (instead of query=)")
     corpus: str = arg("", "with query= or queries=: the text file searched, one sentence per line")
-    k: int = arg(5, "with query= or queries=: how many nearest corpus sentences each query prints", ge=1)
+    k: int = arg(5, "with query= or queries=: how many nearest corpus sentences each query prints; with words= "
+                    "or analogy=: how many words", ge=1)
     pooling: str = arg("auto", "auto: the model's own sentence vector; mean: the mean of a pretraining body's "
                                "contextual vectors; embeddings: the mean of the input word embeddings",
                        choices=POOLINGS)
@@ -62,6 +69,13 @@ class EmbedConfig:
                                 "final </s>) instead of refusing it")
     batch_size: int = arg(64, "sentences encoded in one forward pass", ge=1)
     threads: int = arg(0, "CPU threads (0: torch's default)", ge=0)
+    words: str = arg("", "word mode: words, space-separated, whose k nearest words are printed with their cosines")
+    analogy: str = arg("", "word mode: a:b::c, a is to b as c is to ?: the k best answers (3CosAdd, as gensim's "
+                           "most_similar(positive=[b, c], negative=[a]))")
+    analogies: str = arg("", "word mode: a file in word2vec's questions-words.txt format (': section' lines, then "
+                             "'a b c d' lines): accuracy per section, out-of-vocabulary questions counted and skipped")
+    export: str = arg("", "word mode: write the word vectors to this file in word2vec's text format ('count dim', "
+                          "then 'word v1 ... vd')")
 
 
 # -- the settings -------------------------------------------------------------------------------------
@@ -70,6 +84,9 @@ def check_settings(cfg: EmbedConfig, given: FrozenSet[str]) -> str:
     setting is one line, before anything is read."""
     if not cfg.path:
         raise SeqkitError("path=CHECKPOINT is required (a checkpoint written by seqkit-train)")
+    word = [m for m in WORD_MODES if getattr(cfg, m)]
+    if word:
+        return check_word_mode(cfg, given, word)
     if cfg.input and (cfg.query or cfg.queries):
         raise SeqkitError(f"input= and {'query' if cfg.query else 'queries'}= ask for two things: input=FILE "
                           "output=FILE.npy writes vectors, query=/queries= with corpus= prints neighbours; give one")
@@ -90,7 +107,26 @@ def check_settings(cfg: EmbedConfig, given: FrozenSet[str]) -> str:
                                    (("output", "a query prints its neighbours; output= is the .npy of input="),)))
         return "query"
     raise SeqkitError("nothing to do: give input=FILE output=FILE.npy (vectors), or query=TEXT (or queries=FILE) "
-                      "with corpus=FILE (nearest sentences)")
+                      "with corpus=FILE (nearest sentences), or words=, analogy=, analogies= or export= (word vectors)")
+
+
+def check_word_mode(cfg: EmbedConfig, given: FrozenSet[str], word: List[str]) -> str:
+    """The word mode ``word`` asks for (one of :data:`WORD_MODES`), its settings checked."""
+    other = word[1:] + [m for m in ("input", "query", "queries") if getattr(cfg, m)]
+    mode = word[0]
+    if other:
+        raise SeqkitError(f"{mode}= and {other[0]}= ask for two things: give one per run")
+    if mode == "words" and not cfg.words.split():
+        raise SeqkitError("words= is empty: give one word or several, space-separated")
+    if mode == "analogy":
+        parse_analogy(cfg.analogy)
+    sentences = "it belongs to sentence vectors (input=, query=, queries=)"
+    reads = ("path", "threads", mode) + (("k",) if mode in ("words", "analogy") else ())
+    refuse_unread(given, Reads(f"seqkit-embed with {mode}=", reads, (
+        ("k", "k= counts the answers of words= and analogy="), ("pooling", sentences), ("truncate", sentences),
+        ("batch_size", sentences), ("corpus", sentences),
+        ("output", "output= is the .npy of input=; export=FILE writes word vectors"))))
+    return mode
 
 
 def read_sentences(path: str, what: str) -> List[str]:
@@ -113,17 +149,6 @@ def _tokenizer(task: Any) -> Any:
     if fn is None:
         return None
     return fn("src") if "side" in inspect.signature(fn).parameters else fn()
-
-
-def input_embedding(model: nn.Module) -> Tuple[str, nn.Module]:
-    """The model's input word table (its name, the module): the first submodule named as seqkit's
-    models name theirs (``embed_tokens``, ``src_embed``, ``embed``)."""
-    from seqkit.models.modules.adaptive_input import AdaptiveInput
-
-    for name, module in model.named_modules():
-        if name.rsplit(".", 1)[-1] in EMBEDDING_NAMES and isinstance(module, (nn.Embedding, AdaptiveInput)):
-            return name, module
-    raise SeqkitError(f"pooling=embeddings: {type(model).__name__} has no input word embedding table seqkit knows")
 
 
 def _contextual(model: nn.Module) -> Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
@@ -157,7 +182,7 @@ class SentenceEncoder:
                               f"{hint}")
         self.table = None
         if pooling == "embeddings":
-            name, self.table = input_embedding(model)
+            name, self.table = input_embedding(model, "pooling=embeddings")
             log.info("pooling=embeddings: the mean of %s's vectors", name)
         self.limit = min(model.max_positions()) if pooling != "embeddings" else 0
 
@@ -237,6 +262,8 @@ def run(cfg: EmbedConfig, given: FrozenSet[str], write: Callable[[str], Any] = p
     from seqkit.core import checkpoints
 
     mode = check_settings(cfg, given)
+    if mode in WORD_MODES:
+        return run_word_mode(cfg, mode, write)
     if mode == "vectors":
         texts = {"input": read_sentences(cfg.input, "input")}
     else:
@@ -264,4 +291,15 @@ def run(cfg: EmbedConfig, given: FrozenSet[str], write: Callable[[str], Any] = p
         write(f"Q-{i}\t{q}")
         for c, r in zip(cos[i], rows[i]):
             write(f"N-{i}\t{c:.4f}\t{r + 1}\t{corpus[r]}")
+    return None
+
+
+def run_word_mode(cfg: EmbedConfig, mode: str, write: Callable[[str], Any]) -> None:
+    """Load the checkpoint and run word mode ``mode`` (:func:`seqkit.analysis.word_vectors.run_words`)."""
+    from seqkit.core import checkpoints
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    task, model = checkpoints.load_for_inference(cfg.path)
+    run_words(cfg, mode, task, model.eval(), write)
     return None

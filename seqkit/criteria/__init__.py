@@ -5,4 +5,4 @@ A criterion is called as ``criterion(model, sample) -> (loss, sample_size, loggi
 of an update (all accumulated batches and ranks), so results do not depend on how an update is split.
 """
 
-from seqkit.criteria import cross_entropy, distillation, masked_lm, sentence_vectors  # noqa: F401
+from seqkit.criteria import cross_entropy, distillation, masked_lm, sentence_vectors, word2vec  # noqa: F401

@@ -2,11 +2,13 @@
 
 Every ``nn.Linear`` (and ``nn.LSTM`` / ``nn.GRU``) of the model keeps its weights in int8, one
 scale per tensor, and quantizes its input per call (torch's eager dynamic quantization, fbgemm
-kernels on x86). A decoder step is bound by reading weights at small batches, so a quarter of the
-bytes pays even at batch 1; the tied output projection, the largest matmul of a step, is untied
-into a Linear sharing the embedding's weight first (models with ``untie_output``) so it is
-quantized too. Embeddings, norms and attention stay fp32. Search results can differ from fp32's:
-``benchmarks/translation.py`` reports BLEU beside the speed.
+kernels on x86); an Elman ``nn.RNN`` (``model.cell=rnn``) stays fp32, torch having no dynamic
+int8 module for it (only for its one-step ``nn.RNNCell``). A decoder step is bound by reading
+weights at small batches, so a quarter of the bytes pays even at batch 1; the tied output
+projection, the largest matmul of a step, is untied into a Linear sharing the embedding's weight
+first (models with ``untie_output``) so it is quantized too. Embeddings, norms and attention stay
+fp32. Search results can differ from fp32's: ``benchmarks/translation.py`` reports BLEU beside
+the speed.
 
 A LoRA checkpoint's updates are merged into their Linear layers first (``W + (alpha / r) B A``,
 then int8): quantization swaps each Linear for a new module, which the update's forward hook
@@ -57,6 +59,9 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         warnings.simplefilter("ignore")
         quantize_dynamic(model, set(kinds), dtype=torch.qint8, inplace=True)
     log.info("quantize=int8: %d layers, %s weights in int8", len(targets), f"{n_weights:,}")
+    elman = sum(type(m) is nn.RNN for m in model.modules())
+    if elman:
+        log.info("quantize=int8: %d Elman nn.RNN layer(s) stay fp32 (torch quantizes no multi-step nn.RNN)", elman)
     return model
 
 
@@ -69,6 +74,7 @@ def _nothing_to_quantize(model: nn.Module) -> str:
                     and any(p.dim() >= 2 for p in m.parameters(recurse=False))})
     convs = [n for n in names if "conv" in n.lower()]
     why = f" ({', '.join(convs)}: convolutions, which it does not cover)" if convs else ""
+    why += " (RNN: Elman layers, which it does not cover)" if "RNN" in names else ""
     return (f"quantize=int8: {type(model).__name__} has no nn.Linear, nn.LSTM or nn.GRU layer for torch's dynamic "
             f"int8 quantization to convert; its weights are in {', '.join(names) or 'no layer'}{why}: "
             "use quantize=none")

@@ -38,8 +38,8 @@ IMPORTS = {**{arch: (gpt2, "language_modeling") for arch in gpt2.ARCHITECTURES},
            **{arch: (t5, "translation") for arch in t5.ARCHITECTURES}}
 # seqkit model name -> family module (a fine-tuned body's too)
 EXPORTS = {**heads.FAMILIES, "transformer": seq2seq}
-NO_COUNTERPART = {"lstm_lm": "an LSTM language model", "rnn": "an LSTM/GRU encoder-decoder", "convs2s": "ConvS2S",
-                  "elmo": "ELMo"}
+NO_COUNTERPART = {"lstm_lm": "an LSTM/GRU/Elman language model", "rnn": "an LSTM/GRU/Elman encoder-decoder",
+                  "convs2s": "ConvS2S", "elmo": "ELMo"}
 # tokenizer side files kept at import and written back at export
 TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 

@@ -15,6 +15,13 @@ those kinds when given another (``task=classification model=transformer`` is one
   dictionary)``; ``forward(src_tokens, src_lengths, segments=None, masked_tokens=None, ...)`` gives
   a dict of head outputs (``mlm``: logits at the masked positions ``(N, V)``).
 
+Models with word embeddings offer them to pretrained vectors (``model.embed_path=FILE``,
+``model.encoder_embed_path`` / ``decoder_embed_path``, ``model.freeze_embed``;
+:mod:`seqkit.models.modules.pretrained_embeddings`): ``word_embeddings()`` -> the path setting
+that fills each table -> ``WordTable(embedding, width_key, target, tied_output)``, the rows in the
+task's ``src_dict`` (``tgt_dict`` when ``target``). The default offers none: such a setting on
+that model is refused.
+
 Pretraining models (``lm``, ``masked_lm`` and the ``seq2seq`` Transformer that ``denoising``
 trains) also offer fine-tuning one reading, used by :mod:`seqkit.models.pretrained`:
 ``transfer_features(src_tokens, src_lengths, segments=None)`` -> ``(B, S, C)`` contextual vectors
@@ -45,6 +52,7 @@ from torch import nn
 
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import MODELS
+from seqkit.models.modules.pretrained_embeddings import WordTable
 
 EncoderOut = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
 Cache = Dict[str, torch.Tensor]  # every tensor has the batch on dim 0
@@ -109,6 +117,10 @@ class EncoderDecoderModel(nn.Module):
         """Longest source and target (in tokens, eos included) the model accepts."""
         return (1 << 30, 1 << 30)
 
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        """The word-embedding tables pretrained vectors can fill, by the setting that names their file."""
+        return {}
+
 
 class EncoderClassifierModel(nn.Module):
     """Base class of sentence classifiers (``kind = "classifier"``) and token taggers (``"tagger"``).
@@ -130,6 +142,10 @@ class EncoderClassifierModel(nn.Module):
         """Longest input (tokens, ``<s>``/``</s>`` included) the model accepts, and a placeholder
         for the target side so the trainer treats every task alike."""
         return (1 << 30, 1 << 30)
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        """The word-embedding tables pretrained vectors can fill, by the setting that names their file."""
+        return {}
 
 
 def check_model_kind(model_name: str, kind: str, task_name: str) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -31,6 +31,7 @@ from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 
 
 @dataclass
@@ -49,6 +50,8 @@ class BiLSTMEncoderConfig(BiLSTMLayersConfig):
 
     name: str = arg("", "registry name of the model")
     max_positions: int = arg(1024, "longest input (tokens, <s> and </s> included)", gt=0)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @dataclass
@@ -163,6 +166,9 @@ class BiLSTMClassifier(EncoderClassifierModel):
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
 
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.encoder.embed)}
+
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``src_tokens`` ``(B, S)`` -> logits ``(B, K)``; ``segments`` is not used (the ``</s>``
@@ -185,6 +191,9 @@ class BiLSTMTagger(EncoderClassifierModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.encoder.embed)}
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:

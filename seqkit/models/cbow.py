@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -25,6 +25,7 @@ from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 
 
 @dataclass
@@ -37,6 +38,8 @@ class CBOWConfig:
     dropout: float = arg(0.3, "dropout before every feed-forward layer and before the output", ge=0, lt=1)
     word_dropout: float = arg(0.3, "training only: probability of leaving a token out of the average", ge=0, lt=1)
     max_positions: int = arg(1024, "longest input (tokens, <s> and </s> included)", gt=0)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("dan_small")
@@ -82,6 +85,9 @@ class CBOWClassifier(EncoderClassifierModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.embed)}
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:

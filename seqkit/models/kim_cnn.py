@@ -1,4 +1,6 @@
-"""Convolutional sentence classifier (Kim, 2014), the CNN-rand variant (embeddings learned from scratch).
+"""Convolutional sentence classifier (Kim, 2014): CNN-rand (embeddings learned from scratch), or with
+``model.embed_path=VECTORS`` CNN-non-static (pretrained vectors, fine-tuned) and, adding
+``model.freeze_embed=true``, CNN-static (kept fixed): :mod:`seqkit.models.modules.pretrained_embeddings`.
 
 Shapes: B batch, S input length, E embed_dim, F filters per width, W number of widths, K labels.
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +30,7 @@ from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import EncoderClassifierModel
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 
 
 @dataclass
@@ -40,6 +43,8 @@ class KimCNNConfig:
     dropout: float = arg(0.5, "dropout on the pooled features", ge=0, lt=1)
     embed_dropout: float = arg(0.0, "dropout on the embeddings (Kim: none)", ge=0, lt=1)
     max_positions: int = arg(1024, "longest input (tokens, <s> and </s> included)", gt=0)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("kim_cnn_rand")
@@ -75,6 +80,9 @@ class KimCNNClassifier(EncoderClassifierModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.embed)}
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:

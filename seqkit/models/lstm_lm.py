@@ -7,6 +7,10 @@ its own matrix, or an adaptive softmax, :mod:`seqkit.models.modules.lm_head`).
 Each training block starts from a zero state (blocks are shuffled); evaluation gives a block its
 left context through the task's ``context_window`` instead of carrying the state over.
 
+``cell=gru`` or ``cell=rnn`` (Elman 1990: ``h_t = tanh(W x_t + U h_{t-1} + b)``, torch's ``nn.RNN``)
+swaps the recurrent layers for the same sizes; the state is then ``h`` alone, no cell state ``c``.
+The layers keep the attribute name ``lstm`` whatever the cell (checkpoints' keys, the analyses').
+
 Shapes: B batch, T length, E embed_dim, H hidden_dim, L layers, V vocabulary.
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -27,15 +31,18 @@ from seqkit.models.base import Cache, LanguageModel
 from seqkit.models.modules.dropout import dropout
 from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, prefix_length, remove_prefix
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 
 
 @dataclass
 class LSTMLMConfig:
     name: str = arg("lstm_lm", "registry name of the model family")
+    cell: str = arg("lstm", "recurrent cell: lstm, gru or rnn (Elman's tanh RNN, h = tanh(W x + U h + b))",
+                    choices=("lstm", "gru", "rnn"))
     embed_dim: int = arg(650, "token embedding dimension E", gt=0)
-    hidden_dim: int = arg(650, "LSTM units per layer H", gt=0)
-    layers: int = arg(2, "LSTM layers", ge=1)
-    dropout: float = arg(0.5, "dropout on embeddings, between LSTM layers and before the output layer", ge=0, lt=1)
+    hidden_dim: int = arg(650, "recurrent units per layer H", gt=0)
+    layers: int = arg(2, "recurrent layers", ge=1)
+    dropout: float = arg(0.5, "dropout on embeddings, between recurrent layers and before the output layer", ge=0, lt=1)
     share_input_output_embed: bool = arg(True, "the output layer is the input embedding's transpose (a linear "
                                                "H -> E first when H != E)")
     adaptive_softmax_cutoff: List[int] = arg(help="adaptive softmax cluster boundaries, e.g. [2000,10000] (empty: "
@@ -43,6 +50,8 @@ class LSTMLMConfig:
     adaptive_softmax_factor: float = arg(4.0, "each adaptive softmax tail cluster's dimension is the previous one's / this",
                                          gt=1)
     max_positions: int = arg(1 << 20, "longest input in tokens (an LSTM has no position table; a safety bound)", gt=0)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("lstm_lm_medium")
@@ -82,7 +91,8 @@ class LSTMLM(LanguageModel):
         nn.init.uniform_(self.embed.weight, -0.1, 0.1)
         with torch.no_grad():
             self.embed.weight[self.pad].zero_()
-        self.lstm = nn.LSTM(E, H, cfg.layers, batch_first=True, dropout=cfg.dropout if cfg.layers > 1 else 0.0)
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[cfg.cell]  # nn.RNN: tanh, Elman's
+        self.lstm = rnn(E, H, cfg.layers, batch_first=True, dropout=cfg.dropout if cfg.layers > 1 else 0.0)
         tied = cfg.share_input_output_embed
         self.proj = nn.Linear(H, E, bias=False) if tied and H != E else None
         self.head = LMHead(E if tied else H, V, self.embed if tied else None,
@@ -94,6 +104,9 @@ class LSTMLM(LanguageModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, self.cfg.max_positions
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.embed, tied_output=self.cfg.share_input_output_embed)}
 
     def _out(self, h: torch.Tensor) -> torch.Tensor:
         """LSTM output ``(..., H)`` -> the output layer's input ``(..., E or H)``."""
@@ -137,14 +150,22 @@ class LSTMLM(LanguageModel):
     def prefill(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> Tuple[torch.Tensor, Cache]:
         B = src_tokens.size(0)
         packed = pack_padded_sequence(self.embed(src_tokens), src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, (h, c) = self.lstm(packed)  # h, c (L, B, H): the state after each prompt's last real token
+        out, final = self.lstm(packed)  # final (L, B, H): h (and c) after each prompt's last real token
         out, _ = pad_packed_sequence(out, batch_first=True)  # (B, P, H)
         last = out[torch.arange(B, device=out.device), src_lengths - 1]  # (B, H)
         # the cache keeps the batch on dim 0
-        return self.head.logits(self._out(last)), {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
+        return self.head.logits(self._out(last)), self._cache(final)
+
+    def _cache(self, final: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]) -> Cache:
+        """The recurrence's state ``(L, B, H)``: ``(h, c)`` for the LSTM, ``h`` for GRU and RNN ->
+        the cache's ``h`` (and ``c``) ``(B, L, H)``."""
+        if self.cfg.cell != "lstm":
+            return {"h": final.transpose(0, 1)}
+        return {"h": final[0].transpose(0, 1), "c": final[1].transpose(0, 1)}
 
     def step(self, tokens: torch.Tensor, state: Cache, positions: torch.Tensor) -> torch.Tensor:
-        hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())  # (L, B, H)
-        out, (h, c) = self.lstm(self.embed(tokens), hc)  # (B, 1, H)
-        state["h"], state["c"] = h.transpose(0, 1), c.transpose(0, 1)
+        h = state["h"].transpose(0, 1).contiguous()  # (L, B, H)
+        hc = (h, state["c"].transpose(0, 1).contiguous()) if self.cfg.cell == "lstm" else h
+        out, final = self.lstm(self.embed(tokens), hc)  # (B, 1, H)
+        state.update(self._cache(final))
         return self.head.logits(self._out(out[:, 0]))  # (B, V)

@@ -1,12 +1,12 @@
-"""Recurrent encoder-decoder: LSTM or GRU with attention (Bahdanau et al. 2015; Luong et al. 2015).
+"""Recurrent encoder-decoder: LSTM, GRU or Elman RNN with attention (Bahdanau et al. 2015; Luong et al. 2015).
 
 Shapes: B batch, S source length, T target length, E embed_dim, H decoder_hidden, L decoder layers,
 V target vocabulary, A additive-attention size.
 
-Encoder: embeddings -> dropout -> (bi)directional multi-layer LSTM/GRU over packed sequences (padding
+Encoder: embeddings -> dropout -> (bi)directional multi-layer LSTM/GRU/RNN over packed sequences (padding
 never enters the recurrence) -> outputs projected to H: the attention memory ``m`` ``(B, S, H)``.
 Its final states (both directions of each layer) are bridged (Linear + tanh) into the decoder's
-initial states.
+initial states (h, and c for the LSTM: a GRU or an Elman RNN has no cell state).
 
 Decoder, one step ``t`` (the same code serves training and incremental decoding):
 
@@ -41,12 +41,14 @@ from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 from seqkit.models.base import Cache, EncoderDecoderModel, EncoderOut
 from seqkit.models.modules.dropout import dropout
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 
 
 @dataclass
 class RNNConfig:
     name: str = arg("rnn", "registry name of the model family")
-    cell: str = arg("lstm", "recurrent cell of encoder and decoder: lstm or gru", choices=("lstm", "gru"))
+    cell: str = arg("lstm", "recurrent cell of encoder and decoder: lstm, gru or rnn (Elman's: h = tanh(W [x; h] + b))",
+                    choices=("lstm", "gru", "rnn"))
     embed_dim: int = arg(256, "embedding dimension E (source and target)", gt=0)
     encoder_hidden: int = arg(256, "encoder hidden size per direction", gt=0)
     encoder_layers: int = arg(1, "encoder layers", ge=1)
@@ -65,6 +67,9 @@ class RNNConfig:
     max_target_positions: int = arg(1024, "longest target (tokens, eos included)", gt=0)
     share_all_embeddings: bool = arg(False, "one embedding matrix for source, target and output (needs a joined dictionary)")
     share_decoder_input_output_embed: bool = arg(True, "tie the decoder's input embedding and output projection")
+    encoder_embed_path: str = embed_path_arg("encoder_embed_path")
+    decoder_embed_path: str = embed_path_arg("decoder_embed_path")
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("lstm_luong_small")
@@ -92,6 +97,21 @@ def lstm_tiny() -> RNNConfig:
                                decoder_layers=2, encoder_layers=2, max_source_positions=256, max_target_positions=256)
 
 
+@MODELS.preset("elman_luong_small")
+def elman_luong_small() -> RNNConfig:
+    """lstm_luong_small with Elman cells (tanh RNN, Elman 1990): the baseline the LSTM was made to fix."""
+    return dataclasses.replace(lstm_luong_small(), cell="rnn")
+
+
+@MODELS.preset("elman_tiny")
+def elman_tiny() -> RNNConfig:
+    """lstm_tiny with Elman cells, for tests and CPU smoke runs."""
+    return dataclasses.replace(lstm_tiny(), cell="rnn")
+
+
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}  # gate blocks of H rows in a cell's weights, per model.cell
+
+
 def _embedding(num: int, dim: int, pad: int) -> nn.Embedding:
     emb = nn.Embedding(num, dim, padding_idx=pad)
     nn.init.uniform_(emb.weight, -0.1, 0.1)
@@ -101,19 +121,20 @@ def _embedding(num: int, dim: int, pad: int) -> nn.Embedding:
 
 
 class Cell(nn.Module):
-    """One LSTM or GRU layer, stepped by hand (the equations of ``nn.LSTMCell`` / ``nn.GRUCell``).
+    """One LSTM, GRU or Elman layer, stepped by hand (the equations of ``nn.LSTMCell`` / ``nn.GRUCell`` /
+    ``nn.RNNCell`` with tanh: Elman's ``h' = tanh(W [x; u; h] + b)``, no gate and no cell state).
 
     Its input has two parts: ``pre`` (``pre_dim``: layer 0's embeddings), whose share of the gates
     is computed for all steps at once by :meth:`pre_gates`, and ``u`` (``step_dim``: the fed vector,
-    or the layer below), only known step by step. G = 4 gates for LSTM, 3 for GRU."""
+    or the layer below), only known step by step. G = 4 gates for LSTM, 3 for GRU, 1 for RNN."""
 
     def __init__(self, kind: str, pre_dim: int, step_dim: int, hidden: int):
         super().__init__()
-        self.lstm, self.hidden = kind == "lstm", hidden
-        G = 4 if self.lstm else 3
+        self.kind, self.lstm, self.hidden = kind, kind == "lstm", hidden
+        G = GATES[kind]
         self.w_pre = nn.Parameter(torch.empty(G * hidden, pre_dim)) if pre_dim else None
         self.bias = nn.Parameter(torch.empty(G * hidden))
-        if self.lstm:  # [u; h] -> gates in one matmul per step
+        if kind != "gru":  # [u; h] -> gates in one matmul per step
             self.w_step = nn.Parameter(torch.empty(G * hidden, step_dim + hidden))
         else:  # the GRU's candidate gate needs the state's share apart: n = tanh(x_n + r * (W_hn h + b_hn))
             self.w_step = nn.Parameter(torch.empty(G * hidden, step_dim)) if step_dim else None
@@ -129,11 +150,14 @@ class Cell(nn.Module):
     def forward(self, pre: Optional[torch.Tensor], u: Optional[torch.Tensor], h: torch.Tensor,
                 c: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """``pre`` ``(B, G*H)`` from :meth:`pre_gates` (None: bias only), ``u`` ``(B, step_dim)``,
-        state ``h``, ``c`` ``(B, H)`` -> new ``h``, ``c`` (None for GRU)."""
+        state ``h``, ``c`` ``(B, H)`` -> new ``h``, ``c`` (None for GRU and RNN)."""
         base = self.bias if pre is None else pre
-        if self.lstm:
+        if self.kind != "gru":
             x = h if u is None else torch.cat([u, h], dim=1)  # (B, step_dim + H)
-            i, f, g, o = torch.addmm(base, x, self.w_step.t()).chunk(4, dim=1)
+            gates = torch.addmm(base, x, self.w_step.t())  # (B, G*H)
+            if not self.lstm:  # Elman: the new state is the squashed sum itself
+                return torch.tanh(gates), None
+            i, f, g, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             return torch.sigmoid(o) * torch.tanh(c), c
         xg = base if u is None else torch.addmm(base, u, self.w_step.t())  # (B, 3H)
@@ -157,7 +181,7 @@ class RNNModel(EncoderDecoderModel):
             raise SeqkitError("model.share_all_embeddings=true needs a joined dictionary (seqkit-preprocess joined_dictionary=true)")
         self.src_embed = _embedding(len(src_dict), E, self.pad)
         self.tgt_embed = self.src_embed if cfg.share_all_embeddings else _embedding(len(tgt_dict), E, self.pad)
-        rnn = nn.LSTM if lstm else nn.GRU
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[cfg.cell]  # nn.RNN: tanh, Elman's
         dirs = 2 if cfg.encoder_bidirectional else 1
         self.encoder = rnn(E, cfg.encoder_hidden, cfg.encoder_layers, batch_first=True,
                            dropout=cfg.dropout if cfg.encoder_layers > 1 else 0.0, bidirectional=cfg.encoder_bidirectional)
@@ -193,6 +217,12 @@ class RNNModel(EncoderDecoderModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_source_positions, self.cfg.max_target_positions
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        shared = self.cfg.share_all_embeddings
+        tied = self.cfg.share_decoder_input_output_embed or shared
+        return {"encoder_embed_path": WordTable(self.src_embed, tied_output=shared),
+                "decoder_embed_path": WordTable(self.tgt_embed, target=True, tied_output=tied)}
 
     # -- encoder ---------------------------------------------------------------------------------
     def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOut:

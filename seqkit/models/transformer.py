@@ -26,6 +26,7 @@ from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.norm import norm
 from seqkit.models.modules.positions import SINUSOIDS, LearnedPositions, RelativePositionBias, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 from seqkit.models.modules.transformer_layers import ACTIVATIONS, DecoderLayer, EncoderLayer, LayerVariant
 
 
@@ -76,6 +77,9 @@ class TransformerConfig:
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
     pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
+    encoder_embed_path: str = embed_path_arg("encoder_embed_path")
+    decoder_embed_path: str = embed_path_arg("decoder_embed_path")
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("transformer_base")
@@ -177,6 +181,11 @@ class TransformerModel(EncoderDecoderModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_source_positions, self.cfg.max_target_positions
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        tied = self.cfg.share_decoder_input_output_embed
+        return {"encoder_embed_path": WordTable(self.src_embed, tied_output=tied and self.cfg.share_all_embeddings),
+                "decoder_embed_path": WordTable(self.tgt_embed, target=True, tied_output=tied)}
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, prev_output_tokens: torch.Tensor,
                 features_only: bool = False, src_padded: Optional[bool] = None,

@@ -36,6 +36,7 @@ from seqkit.models.modules.kernels import padding_mask
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 from seqkit.models.modules.transformer_layers import ACTIVATIONS, EncoderLayer
 
 
@@ -80,12 +81,16 @@ class TransformerEncoderConfig:
 class TransformerClassifierConfig(TransformerEncoderConfig):
     name: str = arg("transformer_classifier", "registry name of the model")
     pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @dataclass
 class TransformerTaggerConfig(TransformerEncoderConfig):
     name: str = arg("transformer_tagger", "registry name of the model")
     pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("transformer_classifier_small")
@@ -263,6 +268,9 @@ class TransformerClassifier(EncoderClassifierModel):
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
 
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.encoder.embed_tokens, "embedding_dim")}  # E; embedding_dim=D projects
+
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:
         return self.head(self.encoder(src_tokens, segments)[:, 0])  # (B, K)
@@ -283,6 +291,9 @@ class TransformerTagger(EncoderClassifierModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, 1 << 30
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        return {"embed_path": WordTable(self.encoder.embed_tokens, "embedding_dim")}  # E; embedding_dim=D projects
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                 segments: Optional[torch.Tensor] = None) -> torch.Tensor:

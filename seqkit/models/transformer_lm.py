@@ -39,6 +39,7 @@ from seqkit.models.modules.lm_head import LMHead
 from seqkit.models.modules.norm import layer_norm
 from seqkit.models.modules.positions import LearnedPositions, SinusoidalPositions
 from seqkit.models.modules.prefix import groups_by_prefix, insert_prefix, layer_prefixes, prefix_length, remove_prefix
+from seqkit.models.modules.pretrained_embeddings import WordTable, embed_path_arg, freeze_embed_arg
 from seqkit.models.modules.transformer_layers import ACTIVATIONS, EncoderLayer
 
 
@@ -72,6 +73,8 @@ class TransformerLMConfig:
     layer_norm_impl: str = arg("auto", "LayerNorm: auto (NVIDIA apex FusedLayerNorm when importable), torch or apex",
                                choices=("auto", "torch", "apex"))
     pruned_heads: Dict[str, List[int]] = arg(help=PRUNED_HEADS_HELP, factory=dict)
+    embed_path: str = embed_path_arg()
+    freeze_embed: bool = freeze_embed_arg()
 
 
 @MODELS.preset("gpt2_small")
@@ -145,6 +148,12 @@ class TransformerLM(LanguageModel):
 
     def max_positions(self) -> Tuple[int, int]:
         return self.cfg.max_positions, self.cfg.max_positions
+
+    def word_embeddings(self) -> Dict[str, WordTable]:
+        if self.cfg.adaptive_input:
+            raise SeqkitError("model.embed_path: with model.adaptive_input=true the adaptive softmax's bands embed "
+                              "the tokens, no one table of embed_dim columns; drop embed_path or adaptive_input")
+        return {"embed_path": WordTable(self.embed, tied_output=self.cfg.share_input_output_embed)}
 
     def features(self, src_tokens: torch.Tensor, prefix: Optional[torch.Tensor] = None,
                  segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None,

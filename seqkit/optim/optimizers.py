@@ -1,12 +1,17 @@
-"""Adam, AdamW (torch, or NVIDIA apex's FusedAdam when importable) and SGD, built as
+"""Adam, AdamW (torch, or NVIDIA apex's FusedAdam when importable), SGD and SparseAdam, built as
 ``OPTIMIZERS.build(cfg, params)``; ``params`` are parameters or param-group dicts (see
-:mod:`seqkit.optim.groups`), whose own ``weight_decay`` wins over the config's."""
+:mod:`seqkit.optim.groups`), whose own ``weight_decay`` wins over the config's.
+
+A parameter with ``sparse_grad = True`` (set by a model whose table gets sparse gradients:
+word2vec's) takes only sgd without momentum or decay, or sparse_adam, which takes nothing else:
+a mismatch is one line here, not an error inside the first update."""
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
-from typing import Any, Iterable, List
+from typing import Any, Iterable, List, Tuple
 
 import torch
 
@@ -44,6 +49,30 @@ class SGDConfig:
     nesterov: bool = arg(False, "Nesterov momentum")
     weight_decay: float = arg(0.0, "L2 penalty", ge=0)
 
+
+@dataclass
+class SparseAdamConfig:
+    name: str = arg("sparse_adam", "registry name")
+    lr: float = arg(1e-3, "peak learning rate (schedulers scale it)", gt=0)
+    betas: List[float] = arg(help="Adam beta1, beta2", factory=lambda: [0.9, 0.999], ge=0, lt=1)
+    eps: float = arg(1e-8, "Adam epsilon", gt=0)
+
+
+def _params_of(params: List[Any]) -> List[Any]:
+    """The tensors of a list of parameters or of param-group dicts."""
+    return [t for p in params for t in (p["params"] if isinstance(p, dict) else [p])]
+
+
+def check_sparse(name: str, params: List[Any], takes_sparse: bool, takes_dense: bool) -> None:
+    """Refuse parameters whose gradients optimizer ``name`` cannot take (``sparse_grad``: sparse)."""
+    sparse = [bool(getattr(t, "sparse_grad", False)) for t in _params_of(params)]
+    if any(sparse) and not takes_sparse:
+        raise SeqkitError(f"optimizer={name} cannot take the sparse gradients of this model's tables "
+                          "(model.sparse=true): use optimizer=sgd (no momentum or weight_decay) or "
+                          "optimizer=sparse_adam, or model.sparse=false")
+    if not all(sparse) and not takes_dense:
+        raise SeqkitError(f"optimizer={name} takes sparse gradients only (a word2vec model with model.sparse=true); "
+                          "this model's are dense: use optimizer=adam")
 
 
 def apex_fused_adam() -> Any:
@@ -84,6 +113,7 @@ def choose_impl(impl: str, params: List[Any]) -> str:
 
 def _adam(cls: type, cfg: AdamConfig, params: Iterable[Any], decoupled: bool) -> torch.optim.Optimizer:
     params = list(params)
+    check_sparse(cfg.name, params, takes_sparse=False, takes_dense=True)
     impl = choose_impl(cfg.impl, params)
     log.info("optimizer %s: %s implementation", cfg.name, {"apex": "NVIDIA apex FusedAdam", "fused": "torch fused",
                                                             "foreach": "torch foreach", "single": "torch for-loop"}[impl])
@@ -106,5 +136,52 @@ def build_adamw(cfg: AdamWConfig, params: Iterable[Any]) -> torch.optim.Optimize
 
 @OPTIMIZERS.register("sgd", SGDConfig)
 def build_sgd(cfg: SGDConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
+    params = list(params)
+    check_sparse("sgd with momentum or weight_decay", params, not (cfg.momentum or cfg.weight_decay), True)
     return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                            weight_decay=cfg.weight_decay)
+
+
+class RowAdam(torch.optim.Optimizer):
+    """Lazy Adam on sparse row gradients: the moments of the rows a step's gradient holds are
+    updated, the other rows wait; the same arithmetic as ``torch.optim.SparseAdam`` (one step count
+    per parameter for the bias corrections, eps added to the uncorrected root), written with row
+    gathers and scatters instead of sparse-tensor algebra (faster on a CPU: word2vec's updates,
+    tests/test_word2vec.py compares the two). A dense gradient touches every row."""
+
+    def __init__(self, params: Iterable[Any], lr: float, betas: Tuple[float, float], eps: float):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    grad = p.grad.coalesce()  # one row per index (a no-op when it is so already)
+                    rows, g = grad.indices()[0], grad.values()  # (U,), (U, D)
+                else:  # every row touched (checkpoint loading initializes the state with a zero step)
+                    rows, g = torch.arange(p.size(0), device=p.device), p.grad
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                t = float(state["step"])
+                m = state["exp_avg"].index_select(0, rows).lerp_(g, 1 - beta1)  # (U, D)
+                v = state["exp_avg_sq"].index_select(0, rows).mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                state["exp_avg"].index_copy_(0, rows, m)
+                state["exp_avg_sq"].index_copy_(0, rows, v)
+                size = group["lr"] * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+                p.index_add_(0, rows, m.div_(v.sqrt_().add_(group["eps"])), alpha=-size)
+
+
+@OPTIMIZERS.register("sparse_adam", SparseAdamConfig)
+def build_sparse_adam(cfg: SparseAdamConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
+    """Lazy Adam: moments updated on the rows a batch touched only (:class:`RowAdam`)."""
+    params = list(params)
+    check_sparse(cfg.name, params, takes_sparse=True, takes_dense=False)
+    return RowAdam(params, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps)

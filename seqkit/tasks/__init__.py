@@ -8,4 +8,5 @@ modules below. ``translation`` imports torch only where it reads data or builds 
 ``seqkit-generate engine=ctranslate2`` rebuilds its task from an export without torch.
 """
 
-BUILTIN = ("classification", "denoising", "language_modeling", "masked_lm", "translation", "sentence_order")
+BUILTIN = ("classification", "denoising", "language_modeling", "masked_lm", "translation", "sentence_order",
+           "word2vec")

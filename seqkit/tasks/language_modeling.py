@@ -55,24 +55,19 @@ class LanguageModelingConfig:
                                      "needs prefix_length > 0, which validation keeps")
 
 
-@TASKS.register("language_modeling", LanguageModelingConfig)
-class LanguageModelingTask:
-    """Dictionary and tokenizer come from the data folder (training) or a checkpoint (inference)."""
+class FolderTask:
+    """What every task over a language-modeling folder shares (the language model, word2vec,
+    skip-/quick-thought): the dictionary and tokenizer from the folder (training) or a checkpoint
+    (inference), and the folder's splits, checked to be of this dictionary."""
 
-    model_kind = "lm"
-
-    def __init__(self, cfg: LanguageModelingConfig, state: Optional[Dict[str, Any]] = None):
+    def __init__(self, cfg: Any, state: Optional[Dict[str, Any]] = None):
         self.cfg = cfg
         if state is None:
             state = self.folder_state(cfg.data)
         self.dictionary = Dictionary.from_state_dict(state["dict"])
-        self.src_dict = self.tgt_dict = self.dictionary  # the generator's view: the prompt is the source
+        self.src_dict = self.dictionary
         self._tokenizer_state = state.get("tokenizer")
         self._tokenizer: Optional[Tokenizer] = None
-        self.ignore_index = self.dictionary.pad()  # unscored positions: padding, context windows and prefixes
-        if cfg.prefix_random and not cfg.prefix_length:
-            raise SeqkitError("task.prefix_random=true draws a prefix LM's split points; it needs task.prefix_length "
-                              "> 0 (the split validation keeps, e.g. half of task.tokens_per_sample), or drop it")
 
     @staticmethod
     def read_meta(data: str) -> Dict[str, Any]:
@@ -102,24 +97,47 @@ class LanguageModelingTask:
         return {"dict": self.dictionary.state_dict(), "tokenizer": self._tokenizer_state}
 
     def describe(self) -> str:
-        """What this task's model is, for messages: ``a language model (space tokenizer, 20 types)``."""
-        return f"a language model ({tokenizer_label(self._tokenizer_state)}, {len(self.dictionary)} types)"
+        raise NotImplementedError
 
     # -- data ------------------------------------------------------------------------------------
     def split_exists(self, split: str) -> bool:
         return os.path.isfile(os.path.join(self.cfg.data, f"{split}.{DATA_KEY}.idx"))
 
-    def load_dataset(self, split: str, with_target: bool = True, context_window: Optional[int] = None,
-                     bidirectional: Optional[bool] = None) -> TokenBlockDataset:
-        """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train. Each block's
-        first ``prefix_length`` tokens (drawn for train with ``prefix_random``) are not scored and,
-        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways."""
+    def open_split(self, split: str) -> IndexedDataset:
+        """The token array of ``split``, after checking the folder is of this task's dictionary."""
         prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
         check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._tokenizer_state)
         if not self.split_exists(split):
             raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
         data = IndexedDataset(prefix)
         data.check_vocab(len(self.dictionary))
+        return data
+
+
+@TASKS.register("language_modeling", LanguageModelingConfig)
+class LanguageModelingTask(FolderTask):
+    """Dictionary and tokenizer come from the data folder (training) or a checkpoint (inference)."""
+
+    model_kind = "lm"
+
+    def __init__(self, cfg: LanguageModelingConfig, state: Optional[Dict[str, Any]] = None):
+        super().__init__(cfg, state)
+        self.tgt_dict = self.dictionary  # the generator's view: the prompt is the source
+        self.ignore_index = self.dictionary.pad()  # unscored positions: padding, context windows and prefixes
+        if cfg.prefix_random and not cfg.prefix_length:
+            raise SeqkitError("task.prefix_random=true draws a prefix LM's split points; it needs task.prefix_length "
+                              "> 0 (the split validation keeps, e.g. half of task.tokens_per_sample), or drop it")
+
+    def describe(self) -> str:
+        """What this task's model is, for messages: ``a language model (space tokenizer, 20 types)``."""
+        return f"a language model ({tokenizer_label(self._tokenizer_state)}, {len(self.dictionary)} types)"
+
+    def load_dataset(self, split: str, with_target: bool = True, context_window: Optional[int] = None,
+                     bidirectional: Optional[bool] = None) -> TokenBlockDataset:
+        """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train. Each block's
+        first ``prefix_length`` tokens (drawn for train with ``prefix_random``) are not scored and,
+        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways."""
+        data = self.open_split(split)
         context = context_window if context_window is not None else 0 if split == "train" else self.cfg.context_window
         bidirectional = self.cfg.prefix_length > 0 if bidirectional is None else bidirectional
         random = self.cfg.prefix_random and split == "train"  # validation and evaluation keep prefix_length

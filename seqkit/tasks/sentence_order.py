@@ -14,7 +14,6 @@ what ``seqkit-embed`` reads. A sentence is encoded as the folder's lines are: it
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
@@ -24,11 +23,10 @@ from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
-from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.sentence_order import QuickThoughtDataset, SkipThoughtDataset
 from seqkit.models.base import check_model_kind
 from seqkit.tasks.folders import tokenizer_label
-from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask, check_lm_folder
+from seqkit.tasks.language_modeling import FolderTask
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 FOLDER_DOC = ("folder written by seqkit-preprocess task=language_modeling from one sentence per line, an empty "
@@ -47,23 +45,11 @@ class QuickThoughtTaskConfig:
     data: str = arg("data-bin", FOLDER_DOC)
 
 
-class _SentenceOrderTask:
+class _SentenceOrderTask(FolderTask):
     """What both objectives share: dictionary and tokenizer from the folder (training) or a checkpoint."""
 
     model_kind = ""  # the task's name: the kind of model and the criterion it trains
     what = ""  # for messages
-
-    def __init__(self, cfg: Any, state: Optional[Dict[str, Any]] = None):
-        self.cfg = cfg
-        if state is None:
-            state = LanguageModelingTask.folder_state(cfg.data)
-        self.dictionary = Dictionary.from_state_dict(state["dict"])
-        self.src_dict = self.dictionary
-        self._tokenizer_state = state.get("tokenizer")
-        self._tokenizer: Optional[Tokenizer] = None
-
-    def checkpoint_state(self) -> Dict[str, Any]:
-        return {"dict": self.dictionary.state_dict(), "tokenizer": self._tokenizer_state}
 
     @property
     def tgt_dict(self) -> Dictionary:
@@ -78,17 +64,6 @@ class _SentenceOrderTask:
         return f"a {self.what} sentence encoder ({tok}, {len(self.dictionary)} types)"
 
     # -- data ------------------------------------------------------------------------------------
-    def split_exists(self, split: str) -> bool:
-        return os.path.isfile(os.path.join(self.cfg.data, f"{split}.{DATA_KEY}.idx"))
-
-    def _split(self, split: str) -> IndexedDataset:
-        prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
-        check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._tokenizer_state)
-        if not self.split_exists(split):
-            raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
-        data = IndexedDataset(prefix)
-        data.check_vocab(len(self.dictionary))
-        return data
 
     # -- components ------------------------------------------------------------------------------
     def build_model(self, model_cfg: Any) -> torch.nn.Module:
@@ -122,7 +97,7 @@ class SkipThoughtTask(_SentenceOrderTask):
     what = "skip-thought"
 
     def load_dataset(self, split: str, with_target: bool = True) -> SkipThoughtDataset:
-        return SkipThoughtDataset(self._split(split), self.dictionary)
+        return SkipThoughtDataset(self.open_split(split), self.dictionary)
 
     def metric_names(self) -> List[str]:
         return ["loss", "nll_loss", "ppl", "prev_loss", "next_loss"]
@@ -139,7 +114,7 @@ class QuickThoughtTask(_SentenceOrderTask):
     what = "quick-thought"
 
     def load_dataset(self, split: str, with_target: bool = True) -> QuickThoughtDataset:
-        return QuickThoughtDataset(self._split(split), self.dictionary)
+        return QuickThoughtDataset(self.open_split(split), self.dictionary)
 
     def metric_names(self) -> List[str]:
         return ["loss", "accuracy"]

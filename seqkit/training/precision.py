@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import torch
 
@@ -51,6 +51,8 @@ class Precision:
         params = [p for p in params if p.grad is not None]
         if not params:
             return torch.zeros((), device=self.device)
+        if any(p.grad.is_sparse for p in params):  # nn.Embedding(sparse=True): clip_grad_norm_ reads dense ones only
+            return clip_sparse(params, clip_norm)
         norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm > 0 else float("inf"))
         if hasattr(norm, "full_tensor"):  # FSDP: a DTensor holding the global norm
             norm = norm.full_tensor()
@@ -100,3 +102,21 @@ class Precision:
     def load_state_dict(self, state: Optional[Dict[str, Any]]) -> None:
         if state and self.scaler.is_enabled():
             self.scaler.load_state_dict(state)
+
+
+def clip_sparse(params: List[torch.nn.Parameter], clip_norm: float) -> torch.Tensor:
+    """The global norm of gradients some of which are sparse (word2vec's tables), clipped to
+    ``clip_norm`` (0: only measured); a sparse gradient is coalesced first (rows summed per index)."""
+    squares = []
+    for p in params:
+        if p.grad.is_sparse:
+            p.grad = p.grad.coalesce()
+            squares.append(p.grad.values().float().pow(2).sum())
+        else:
+            squares.append(p.grad.float().pow(2).sum())
+    norm = torch.stack(squares).sum().sqrt()
+    if clip_norm > 0:
+        scale = (clip_norm / (norm + 1e-6)).clamp(max=1.0)
+        for p in params:
+            p.grad.mul_(scale)
+    return norm

@@ -29,6 +29,7 @@ from seqkit.data.packing import pack_training_set
 from seqkit.data.prefetch import Prefetcher
 from seqkit.models.modules.attention import uses_sdpa
 from seqkit.models.modules.kernels import use_attention_kernels
+from seqkit.models.modules.pretrained_embeddings import apply_word_vectors
 from seqkit.optim.groups import param_groups
 from seqkit.training.compile import loss_function
 from seqkit.training.config import TrainConfig
@@ -52,6 +53,22 @@ def device_batching(prefetch: int, multiple: int, device: torch.device) -> Tuple
     return (prefetch if prefetch >= 0 else (4 if on_gpu else 0)), (multiple or (8 if on_gpu else 1))
 
 
+def with_added_fields(saved: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
+    """A checkpoint's model config plus the fields ``cfg``'s class gained since it was written, at
+    their defaults: a run from before a field existed (``model.embed_path``) resumes as it was."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cfg):
+        return saved
+    out = dict(saved)
+    for f in dataclasses.fields(cfg):
+        if f.name not in out and f.default is not dataclasses.MISSING:
+            out[f.name] = to_plain(f.default)
+        elif f.name not in out and f.default_factory is not dataclasses.MISSING:
+            out[f.name] = to_plain(f.default_factory())
+    return out
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, dist: Optional[DistInfo] = None, make_generator: Any = None,
                  given: Optional[FrozenSet[str]] = None):
@@ -73,6 +90,8 @@ class Trainer:
         if names is not None and metric not in names():  # fail now, not after the first epoch
             raise SeqkitError(f"checkpoint.best_checkpoint_metric={metric!r} is not computed by task "
                               f"{cfg.task.name}; valid: {', '.join(names())}")
+        # pretrained word vectors (model.embed_path...): read on a fresh start only, frozen when asked
+        apply_word_vectors(self.model, cfg.model, self.task, cfg.checkpoint, cfg.common.seed)
         c = cfg.common
         self.precision = Precision(c.precision, self.device, c.fp16_init_loss_scale, c.fp16_scale_window,
                                    c.fp16_min_loss_scale)
@@ -149,7 +168,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: Dict[str, Any], weights_only: bool = False) -> None:
-        saved_model = state["cfg"].get("model", {})
+        saved_model = with_added_fields(state["cfg"].get("model", {}), self.cfg.model)
         if weights_only:
             pass
         elif saved_model != to_plain(self.cfg.model):

@@ -1,0 +1,152 @@
+"""Word2vec (Mikolov et al., 2013): two tables, the input vectors (the C code's ``syn0``: the
+word vectors a run is for) and the output vectors (``syn1neg``: what a prediction scores);
+trained by :mod:`seqkit.tasks.word2vec` with the negative-sampling loss of
+:mod:`seqkit.criteria.word2vec`.
+
+Shapes: P predictions in a batch, C input words per prediction (1 for skip-gram; CBOW: 2 x window,
+``<pad>`` filling), K = 1 + negative scored words, D ``embed_dim``, V vocabulary.
+
+Initialized as the C code: input vectors uniform in ±0.5 / D, output vectors zero. With
+``sparse`` (the default) a batch's gradient holds only the rows it read, each once, so an update
+costs the rows touched, not V x D: ``optimizer=sparse_adam`` (the recipe's) or ``optimizer=sgd``
+(the C code's update, for small batches: docs/word-vectors.md) take such gradients;
+``model.sparse=false`` trains with any optimizer.
+
+Speed: the forward and backward passes are written out (:class:`_Hidden`, :class:`_Scores`) so
+that the ``(P, K, D)`` rows of the scored words are never in memory at once: a row gets its
+gradient from a fused weighted bag sum (``F.embedding_bag``) over the reads sorted by word.
+tests/test_word2vec.py checks both against autograd through plain lookups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqkit.core.config import arg
+from seqkit.core.registry import MODELS
+from seqkit.data.dictionary import Dictionary
+
+
+@dataclass
+class Word2VecConfig:
+    name: str = arg("word2vec", "registry name")
+    embed_dim: int = arg(100, "vector size D (the C code's -size, gensim's vector_size)", gt=0)
+    sparse: bool = arg(True, "sparse gradients, only the rows a batch read (optimizer=sgd or sparse_adam); false: "
+                             "dense (V, D) gradients, for any optimizer")
+
+
+@MODELS.preset("word2vec_300")
+def word2vec_300() -> Word2VecConfig:
+    """The published GoogleNews vectors' size: 300 dimensions."""
+    return dataclasses.replace(Word2VecConfig(), embed_dim=300)
+
+
+@MODELS.preset("word2vec_tiny")
+def word2vec_tiny() -> Word2VecConfig:
+    """For tests and smoke runs: 8 dimensions."""
+    return dataclasses.replace(Word2VecConfig(), embed_dim=8)
+
+
+def table_grad(ids: torch.Tensor, rows: torch.Tensor, src: torch.Tensor, weights: Optional[torch.Tensor],
+               shape: torch.Size, sparse: bool) -> torch.Tensor:
+    """The gradient of a table of ``shape`` that was read at ``ids`` ``(N,)``: read n adds
+    ``weights[n] * src[rows[n]]`` (``weights`` None: 1) to its row. Summed per distinct id by one
+    fused weighted bag sum over the reads sorted by id, so no ``(N, D)`` tensor is made; sparse:
+    one row per distinct id (coalesced already), else dense ``(V, D)``."""
+    words, order = ids.sort(stable=True)
+    distinct, counts = torch.unique_consecutive(words, return_counts=True)
+    sums = F.embedding_bag(rows[order], src, counts.cumsum(0) - counts, mode="sum",
+                           per_sample_weights=None if weights is None else weights[order])  # (U, D)
+    if sparse:
+        return torch.sparse_coo_tensor(distinct[None], sums, shape, is_coalesced=True, check_invariants=False)
+    return torch.zeros(shape, dtype=sums.dtype, device=sums.device).index_add_(0, distinct, sums)
+
+
+class _Hidden(torch.autograd.Function):
+    """``context`` ``(P, C)`` -> the mean of each row's non-pad input vectors ``(P, D)``; every
+    read vector gets the whole gradient of its row (the C code's CBOW gives each context word the
+    full error, not a 1/C share)."""
+
+    @staticmethod
+    def forward(ctx: Any, context: torch.Tensor, weight: torch.Tensor, pad: int, sparse: bool) -> torch.Tensor:
+        h = F.embedding_bag(context, weight, mode="sum", padding_idx=pad)  # (P, D)
+        if context.size(1) > 1:
+            h = h / context.ne(pad).sum(dim=1, keepdim=True).clamp(min=1)
+        ctx.save_for_backward(context)
+        ctx.pad, ctx.sparse, ctx.shape = pad, sparse, weight.shape
+        return h
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:
+        (context,) = ctx.saved_tensors
+        flat = context.reshape(-1)
+        read = (flat != ctx.pad).nonzero().squeeze(1)  # (N,) positions of real words
+        rows = torch.div(read, context.size(1), rounding_mode="floor")  # their predictions
+        return None, table_grad(flat[read], rows, grad.contiguous(), None, ctx.shape, ctx.sparse), None, None
+
+
+class _Scores(torch.autograd.Function):
+    """``h`` ``(P, D)`` and ``target`` ``(P, K)`` -> ``out[target[p, k]] . h[p]`` ``(P, K)``,
+    gathering the ``(P, K, D)`` rows a chunk at a time in the forward pass and never in the
+    backward pass (weighted bag sums instead)."""
+
+    CHUNK = 2048  # predictions gathered at once: their rows stay in cache
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, sparse: bool) -> torch.Tensor:
+        scores = torch.empty(target.shape, dtype=h.dtype, device=h.device)
+        for a in range(0, target.size(0), _Scores.CHUNK):
+            b = a + _Scores.CHUNK
+            scores[a:b] = (F.embedding(target[a:b], weight) * h[a:b, None]).sum(-1)  # (c, K)
+        ctx.save_for_backward(h, weight, target)
+        ctx.sparse = sparse
+        return scores
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:
+        h, weight, target = ctx.saved_tensors
+        g = grad.contiguous()  # (P, K)
+        grad_h = F.embedding_bag(target, weight, mode="sum", per_sample_weights=g)  # (P, D)
+        rows = torch.div(torch.arange(target.numel(), device=g.device), target.size(1), rounding_mode="floor")
+        grad_w = table_grad(target.reshape(-1), rows, h, g.reshape(-1), weight.shape, ctx.sparse)
+        return grad_h, grad_w, None, None
+
+
+@MODELS.register("word2vec", Word2VecConfig)
+class Word2VecModel(nn.Module):
+    """``forward(context, target)`` -> the scores ``(P, K)`` of each prediction's scored words."""
+
+    kind = "word2vec"
+
+    def __init__(self, cfg: Word2VecConfig, dictionary: Dictionary):
+        super().__init__()
+        self.cfg = cfg
+        V, D, pad = len(dictionary), cfg.embed_dim, dictionary.pad()
+        self.embed = nn.Embedding(V, D, padding_idx=pad, sparse=cfg.sparse)  # input vectors: the word vectors
+        self.out_embed = nn.Embedding(V, D, padding_idx=pad, sparse=cfg.sparse)  # output vectors
+        with torch.no_grad():
+            self.embed.weight.uniform_(-0.5 / D, 0.5 / D)
+            self.embed.weight[pad].zero_()  # <pad> fills CBOW's short windows: it must add nothing
+            self.out_embed.weight.zero_()
+        for table in (self.embed, self.out_embed):
+            table.weight.sparse_grad = cfg.sparse  # what the optimizers check (seqkit.optim.optimizers)
+
+    def max_positions(self) -> Tuple[int, int]:
+        return (1 << 30, 1 << 30)
+
+    def forward(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``context`` ``(P, C)``, ``target`` ``(P, K)`` -> scores ``(P, K)``: each scored word's
+        output vector . the prediction's hidden vector (the context word's input vector; CBOW: the
+        mean of the non-pad ones)."""
+        h = _Hidden.apply(context, self.embed.weight, self.embed.padding_idx, self.cfg.sparse)  # (P, D)
+        return _Scores.apply(h, self.out_embed.weight, target, self.cfg.sparse)  # (P, K)
+
+    def word_vectors(self) -> torch.Tensor:
+        """``(V, D)``: the input vectors, what the C code and gensim save."""
+        return self.embed.weight.detach()
