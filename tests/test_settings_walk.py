@@ -141,7 +141,7 @@ def test_generate_in_context(lm_bodies, run_cli, monkeypatch, tmp_path):
 
 
 # -- seqkit-train: the sections every task shares (a component's own fields are its config's) --------
-TRAIN_SECTIONS = ("common.", "dataset.", "optimization.", "checkpoint.", "distributed.")
+TRAIN_SECTIONS = ("common.", "dataset.", "optimization.", "checkpoint.", "distributed.", "energy.")
 
 
 def train_walk(run_cli, monkeypatch, base, tmp_path):

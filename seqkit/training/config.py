@@ -72,12 +72,29 @@ class DistributedConfig:
 
 
 @dataclass
+class EnergyConfig:
+    """What the run's energy costs in CO2e, and the watts of the estimates where nothing measures it
+    (seqkit/training/energy.py; docs/scale.md#energy)."""
+
+    grid_intensity: float = arg(432.7, "g CO2e per kWh of the grid the run draws from; default: Strubell et al. "
+                                       "2019's U.S. average, 0.954 lb/kWh (EPA)", ge=0)
+    pue: float = arg(1.0, "power usage effectiveness: the building's draw per watt the machine draws (1.0: the "
+                          "machine alone; Strubell et al. 2019 took 1.58)", ge=1.0)
+    cpu_watts_per_core: float = arg(5.0, "watts per torch thread of the CPU estimate where RAPL is unreadable "
+                                         "(a server core's share of its package TDP: 360 W / 96 cores is 3.75, "
+                                         "350 W / 56 is 6.25)", gt=0)
+    gpu_watts: float = arg(300.0, "watts of the GPU estimate where NVML is unreadable (pip install nvidia-ml-py "
+                                  "to measure it)", gt=0)
+
+
+@dataclass
 class TrainConfig:
     common: CommonConfig = arg(help="seeds, precision, device, logging", factory=CommonConfig)
     dataset: DatasetConfig = arg(help="batching", factory=DatasetConfig)
     optimization: OptimizationConfig = arg(help="stopping, accumulation, clipping", factory=OptimizationConfig)
     checkpoint: CheckpointConfig = arg(help="saving and resuming", factory=CheckpointConfig)
     distributed: DistributedConfig = arg(help="multi-process training under torchrun", factory=DistributedConfig)
+    energy: EnergyConfig = arg(help="the run's energy and CO2e", factory=EnergyConfig)
     task: Any = arg(MISSING, "the task (hydra group `task`)")
     model: Any = arg(MISSING, "the model and its preset (hydra group `model`)")
     criterion: Any = arg(MISSING, "the training objective (hydra group `criterion`)")

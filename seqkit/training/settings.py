@@ -1,9 +1,10 @@
 """The settings ``seqkit-train`` reads for one run, so that one it would ignore is refused.
 
 The sections every task shares (``common``, ``dataset``, ``optimization``, ``checkpoint``,
-``distributed``) hold settings that only apply with others: loss scaling with fp16, a packed
+``distributed``, ``energy``) hold settings that only apply with others: loss scaling with fp16, a packed
 row's length with packing, patience and the best checkpoint's metric with validation, epoch
-checkpoints' pruning with epoch checkpoints, the collective timeout under torchrun. A component's
+checkpoints' pruning with epoch checkpoints, the collective timeout under torchrun, the watts of
+an energy estimate where the machine's counters measure it. A component's
 own fields (``model.*``, ``optimizer.*``...) are its config's and are read by it.
 """
 
@@ -13,6 +14,8 @@ from typing import Any, List, Tuple
 
 from seqkit.core.errors import SeqkitError
 from seqkit.core.settings import Reads
+from seqkit.training.energy import on_gpu
+from seqkit.training.energy import unread as energy_unread
 
 
 def train_reads(cfg: Any, world_size: int, attention: bool) -> Reads:
@@ -37,9 +40,13 @@ def train_reads(cfg: Any, world_size: int, attention: bool) -> Reads:
                    ("save_interval", "save_interval_updates", "keep_last_epochs", "no_epoch_checkpoints")]
     elif ck.no_epoch_checkpoints:
         unread.append(("checkpoint.keep_last_epochs", "checkpoint.no_epoch_checkpoints=true writes no checkpointN.pt"))
+    if getattr(cfg.task, "stream_batches", 0):  # Transformer-XL's order: a batch is one block of each stream
+        why = "task.stream_batches makes each batch one block of every stream"
+        unread += [(f"dataset.{k}", why) for k in ("max_tokens", "max_sentences", "max_tokens_valid")]
     if world_size == 1:
         why = "the run is one process (start it with torchrun for several)"
         unread += [("distributed.strategy", why), ("distributed.timeout_minutes", why)]
+    unread += energy_unread(on_gpu(c.device))  # the estimates' watts where a counter measures instead
     skip = {k for k, _ in unread}
     keys = [f"{s}.{f}" for s, fields in _SECTIONS.items() for f in fields if f"{s}.{f}" not in skip]
     keys += ["task", "model", "criterion", "optimizer", "lr_scheduler"]

@@ -35,6 +35,7 @@ from seqkit.training.compile import loss_function
 from seqkit.training.config import TrainConfig
 from seqkit.training import distributed
 from seqkit.training.distributed import DistInfo, all_reduce_sum
+from seqkit.training.energy import EnergyMeter, energy_line
 from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.precision import Precision
 from seqkit.training.settings import check_length_multiple, train_reads
@@ -119,6 +120,8 @@ class Trainer:
         self.best: Optional[float] = None
         self.bad_validations = 0
         self.train_seconds = 0.0
+        self.energy: Optional[EnergyMeter] = None  # started by run(), from the checkpoint's totals
+        self._energy_base: Optional[Dict[str, float]] = None
         self.bad_updates_in_row = 0
         self.oom_skipped = 0
         self.epoch_batches = 0  # the current epoch's batches over all ranks (the share seen at a stop)
@@ -138,9 +141,10 @@ class Trainer:
                                                                   else f"epoch {g['from_epoch']}") for g in groups))
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self, energy: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
         """Everything a checkpoint holds (a collective under FSDP: every rank calls it); of a
-        parameter-efficient model only the entries it trains (``saved_keys``)."""
+        parameter-efficient model only the entries it trains (``saved_keys``); ``energy``: the
+        run's energy totals (summed over ranks, see :meth:`save`), else this process's."""
         if self.master is not None:  # fp32 weights from the masters, optimizer state by parameter names
             model_state = self.master.model_state(self.model)
             optimizer_state = self.master.optimizer_state(self.optimizer)
@@ -163,8 +167,11 @@ class Trainer:
                 "best": self.best,
                 "bad_validations": self.bad_validations,
                 "train_seconds": self.train_seconds,
+                "energy": energy if energy is not None else self._energy_totals(local=True),
             },
             "rng": checkpoints.rng_state(),
+            # what a model carries from one batch to the next (Transformer-XL's memory): resumed as it was
+            "carry": self.model.carry_state() if hasattr(self.model, "carry_state") else None,
         }
 
     def load_state_dict(self, state: Dict[str, Any], weights_only: bool = False) -> None:
@@ -202,7 +209,10 @@ class Trainer:
         self.epoch, self.num_updates, self.batch_offset = ts["epoch"], ts["num_updates"], ts["batch_offset"]
         self.best, self.bad_validations = ts["best"], ts["bad_validations"]
         self.train_seconds = ts.get("train_seconds", 0.0)
+        self._energy_base = ts.get("energy")  # a resumed run adds its energy to these totals
         checkpoints.set_rng_state(state["rng"])
+        if hasattr(self.model, "load_carry_state"):
+            self.model.load_carry_state(state.get("carry"))
 
     def save(self, end_of_epoch: bool, valid: Optional[Dict[str, float]] = None, new_best: bool = False) -> None:
         ck = self.cfg.checkpoint
@@ -210,7 +220,8 @@ class Trainer:
         if ck.no_save:
             return
         sharded = self.cfg.distributed.strategy == "fsdp" and self.dist.world_size > 1
-        state = self.state_dict() if (sharded or self.dist.is_main) else None  # FSDP gathers on every rank
+        energy = self._energy_totals()  # summed over ranks: every rank calls it
+        state = self.state_dict(energy) if (sharded or self.dist.is_main) else None  # FSDP gathers on every rank
         if not self.dist.is_main:
             return
         os.makedirs(ck.save_dir, exist_ok=True)
@@ -226,6 +237,12 @@ class Trainer:
             checkpoints.prune_epoch_checkpoints(ck.save_dir, ck.keep_last_epochs)
         log.info("saved %s (epoch %d, %d updates) in %.1fs", ", ".join(os.path.basename(p) for p in paths),
                  self.epoch if done_epoch is None else done_epoch, self.num_updates, time.perf_counter() - t0)
+
+    def _energy_totals(self, local: bool = False) -> Optional[Dict[str, float]]:
+        """The checkpoint's energy totals plus this run's (over all ranks: a collective unless ``local``)."""
+        if self.energy is None:
+            return self._energy_base
+        return self.energy.totals(None if local else self.dist)
 
     def maybe_resume(self) -> None:
         ck = self.cfg.checkpoint
@@ -442,6 +459,7 @@ class Trainer:
                             tensorboard_logdir=cfg.common.tensorboard_logdir)
         last_valid: Optional[Dict[str, float]] = None
         stop = self._stop_reason()
+        self.energy = EnergyMeter(cfg.energy, self.device, self._energy_base, self.dist.local_rank)
         previous = self._catch_signals()
         try:
             while not stop and (not cfg.optimization.max_epoch or self.epoch <= cfg.optimization.max_epoch):
@@ -450,7 +468,12 @@ class Trainer:
                 if self.cfg.optimization.patience >= 0 and self.bad_validations > self.cfg.optimization.patience:
                     stop = f"no better {cfg.checkpoint.best_checkpoint_metric} for {self.bad_validations} validations (patience)"
                 stop = stop or self._stop_reason()  # e.g. a signal that came during validation
+            energy = self.energy.record(self._energy_totals())  # every run ends with its energy
+            progress.record("energy", {"update": self.num_updates, **energy})
+            if self.dist.is_main:
+                log.info("%s", energy_line(energy))
         finally:
+            self.energy.close()
             progress.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -458,13 +481,15 @@ class Trainer:
             where = os.path.join(cfg.checkpoint.save_dir, "checkpoint_last.pt")
             log.warning("stopped by %s after update %d; saved %s: run the same command again to resume",
                         self.interrupted, self.num_updates, where)
-            return {"num_updates": self.num_updates, "epoch": self.epoch, "interrupted": self.interrupted}
+            return {"num_updates": self.num_updates, "epoch": self.epoch, "interrupted": self.interrupted,
+                    "energy": energy}
         log.info("done: %s; %d updates, best %s %s", stop or "reached max_epoch", self.num_updates,
                  cfg.checkpoint.best_checkpoint_metric, self.best)
         warning = self._budget_warning(stop)
         if warning:
             log.warning("%s", warning)
-        return {"num_updates": self.num_updates, "epoch": self.epoch, "best": self.best, "valid": last_valid}
+        return {"num_updates": self.num_updates, "epoch": self.epoch, "best": self.best, "valid": last_valid,
+                "energy": energy}
 
     def _catch_signals(self) -> Dict[int, Any]:
         """SIGTERM/SIGINT (pre-emption, Ctrl-C) finish the current update, then save and stop; a
