@@ -46,9 +46,10 @@ def eval_lm(argv: Optional[List[str]] = None) -> None:
     word += f", unigram baseline {r['unigram_ppl']}" if "unigram_ppl" in r else ""
     if "prefix_read" in r:
         word += f", the continuation after a prefix of {r['prefix_length']} read {r['prefix_read']}"
-    logging.getLogger("seqkit.eval_lm").info(
-        "%s: %d tokens, loss %.4f (base 2), perplexity %s%s (blocks of %d, context window %d)", r["split"],
-        r["tokens"], r["loss"], r["ppl"], word, r["tokens_per_sample"], r["context_window"])
+    how = (f"one stream, segments of {r['tokens_per_sample']}, memory {r['mem_len']}" if "mem_len" in r else
+           f"blocks of {r['tokens_per_sample']}, context window {r['context_window']}")  # mem_len: Transformer-XL
+    logging.getLogger("seqkit.eval_lm").info("%s: %d tokens, loss %.4f (base 2), perplexity %s%s (%s)", r["split"],
+                                             r["tokens"], r["loss"], r["ppl"], word, how)
     print(json.dumps(r))
 
 

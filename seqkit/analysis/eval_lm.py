@@ -17,6 +17,11 @@ bidirectionally, any other language model causally, on the same blocks, so both 
 same tokens with the same context (:mod:`seqkit.data.lm_dataset`). Per-word perplexity is then
 left out (the split's word count covers its prefixes too), and the unigram baseline is taken on
 the scored tokens alone.
+
+A Transformer-XL checkpoint (a model with memory, ``model.mem_len``) reads the split as one stream,
+segment after segment of ``tokens_per_sample`` tokens, each reading the ``mem_len`` positions
+before it as memory (every token scored once; ``mem_len=0``: each segment alone): its evaluation
+context is ``mem_len``, so ``context_window`` is refused for it, and so is ``max_tokens`` (one row).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class EvalLMConfig:
                                  "(a prefix LM reads them bidirectionally, a causal LM causally); -1: the "
                                  "checkpoint's task.prefix_length (0 for a causal LM)", ge=-1)
     max_tokens: int = arg(8192, "input tokens per batch", ge=1)
+    mem_len: int = arg(-1, "a transformer_xl checkpoint: positions of the earlier segments each segment reads as "
+                           "memory (its evaluation context; 0: none); -1: the checkpoint's model.mem_len", ge=-1)
     quantize: str = arg("none", "int8: every Linear (and LSTM) layer's weights in int8, activations quantized per "
                                 "call (torch's dynamic quantization, CPU, fp32 precision); none: as trained",
                         choices=QUANTIZE)
@@ -125,6 +132,22 @@ def check_given(cfg: EvalLMConfig, given: Dict[str, Any], task_name: str, task_c
                           "with no context window; drop it")
 
 
+def check_memory(cfg: EvalLMConfig, given: Dict[str, Any], memory: bool) -> None:
+    """Settings a Transformer-XL evaluation would not use, refused in one line (and ``mem_len`` elsewhere)."""
+    if not memory:
+        if cfg.mem_len >= 0:
+            raise SeqkitError(f"mem_len={cfg.mem_len}: {cfg.path} holds no transformer_xl model (no memory); drop it")
+        return
+    if _one_of("context_window", cfg.context_window or None, given.get("context_window")):
+        raise SeqkitError("context_window: a transformer_xl model reads the segments before as memory; set mem_len= "
+                          "(its evaluation context) and drop context_window")
+    if _one_of("prefix_length", cfg.prefix_length if cfg.prefix_length > 0 else None, given.get("prefix_length")):
+        raise SeqkitError("prefix_length: a transformer_xl model scores the whole stream (no prefix LM); drop it")
+    if given.get("sample_break_mode", "none") != "none":
+        raise SeqkitError("task.sample_break_mode: a transformer_xl model reads the split as one stream of "
+                          "consecutive segments (none); drop it")
+
+
 def default_block(trained: int, positions: int, learned: bool, context: int) -> int:
     """``tokens_per_sample`` when none is given: the block the model trained on, shortened so that
     with ``context`` earlier tokens it stays within the positions the model trained (learned
@@ -157,9 +180,10 @@ def set_blocks(cfg: EvalLMConfig, given: Dict[str, Any], task: Any, model: Any, 
     return trained
 
 
-def eval_lm_reads(task_name: str) -> Reads:
-    """The settings seqkit-eval-lm reads for a checkpoint of ``task_name``."""
-    keys = ["path", "gen_subset", "max_tokens", "quantize", "task", "common.precision", "common.device",
+def eval_lm_reads(task_name: str, memory: bool = False) -> Reads:
+    """The settings seqkit-eval-lm reads for a checkpoint of ``task_name`` (``memory``: a model that
+    carries memory, Transformer-XL)."""
+    keys = ["path", "gen_subset", "quantize", "task", "common.precision", "common.device",
             "common.threads", "common.user_dir", "common.compile", "common.compile_mode", "common.param_dtype"]
     why = [("common.fp16", "loss scaling is training's"), ("common.log", "it logs one line at the end"),
            ("common.tensorboard_logdir", "TensorBoard logs are seqkit-train's"),
@@ -167,9 +191,17 @@ def eval_lm_reads(task_name: str) -> Reads:
     if task_name in NOISED:  # the masking / noise is drawn again, from the seed
         keys.append("common.seed")
     else:
-        keys += ["tokens_per_sample", "context_window", "prefix_length"]
+        keys += ["tokens_per_sample", "prefix_length"]
         why.append(("common.seed", "a language model's perplexity draws nothing at random"))
-    return Reads(f"seqkit-eval-lm on a {task_name} checkpoint", tuple(keys), tuple(why))
+    if memory:  # one stream in one row; the memory is the context
+        keys.append("mem_len")
+        why += [("context_window", "a transformer_xl model reads earlier segments as memory: set mem_len="),
+                ("max_tokens", "a transformer_xl model reads the split as one stream, one segment a batch")]
+    else:
+        keys += ["max_tokens"] + ([] if task_name in NOISED else ["context_window"])
+        why.append(("mem_len", "it is the memory of a transformer_xl checkpoint"))
+    who = f"seqkit-eval-lm on a {task_name} checkpoint" + (" (transformer_xl)" if memory else "")
+    return Reads(who, tuple(keys), tuple(why))
 
 
 def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
@@ -200,8 +232,10 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
         raise SeqkitError(f"path={cfg.path} is {what}; seqkit-eval-lm scores language models (and masked-LM / "
                           f"denoising ones): {runs}")
     check_given(cfg, given, task_name, task.cfg)
+    memory = "mem_len" in state["cfg"].get("model", {})  # Transformer-XL
     if command_line is not None:
-        refuse_unread(command_line, eval_lm_reads(task_name))
+        refuse_unread(command_line, eval_lm_reads(task_name, memory))
+    check_memory(cfg, given, memory)
     model = model_for_inference(cfg.path, state, task)
     trained_len = 0
     if task_name not in NOISED:
@@ -217,7 +251,10 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
     context, prefix = task.cfg.context_window, task.cfg.prefix_length
     # a prefix-LM checkpoint reads each block's prefix both ways; any other language model causally
     bidirectional = bool(getattr(model, "prefix_lm", False))
-    ds = task.load_dataset(cfg.gen_subset, context_window=context, bidirectional=bidirectional)
+    if memory:
+        model.mem_len = model.cfg.mem_len if cfg.mem_len < 0 else cfg.mem_len
+    ds = task.load_dataset(cfg.gen_subset, context_window=context, bidirectional=bidirectional,
+                           streams=1 if memory else 0)
     limit = model.max_positions()[0]
     if len(ds.too_long(limit, limit)):
         raise SeqkitError(f"tokens_per_sample {task.cfg.tokens_per_sample} + context_window {context} "
@@ -259,6 +296,8 @@ def evaluate(cfg: EvalLMConfig, task_keys: Optional[Collection[str]] = None,
         "ppl": round(math.exp(min(nll / max(count, 1), 700.0)), 2),
         "tokens_per_s": round(count / max(seconds, 1e-9), 1),
     }
+    if memory:
+        out["mem_len"] = model.mem_len
     if prefix:
         out["prefix_read"] = "bidirectionally" if bidirectional else "causally"
     if words:

@@ -29,6 +29,13 @@ target's and that one itself (context, the predecessor of the block and its pref
 position that predicts the first continuation token has read the whole prefix and nothing after it.
 Without it the same tokens are scored, the prefix read causally: the causal LM's side of the
 comparison.
+
+``streams`` S > 0 (Transformer-XL's order, ``task.stream_batches``; fairseq's and Dai et al.'s): the
+blocks (``none`` mode: consecutive pieces of the stream) are laid out as S streams of ``ceil(N / S)``
+consecutive blocks, the last stream shorter, and batch k takes block k of every stream that has
+one (:func:`stream_batches`), in order, whatever the epoch: each row continues the row of the batch
+before, so a model can carry memory across batches. ``collate`` then adds ``src_blocks`` ``(B,)``,
+each row's block index. Every block is read once per epoch.
 """
 
 from __future__ import annotations
@@ -45,6 +52,15 @@ from seqkit.data.indexed_dataset import IndexedDataset, flat_ranges
 from seqkit.data.pair_dataset import PaddedBatches
 
 BREAK_MODES = ("none", "eos", "complete")
+
+
+def stream_batches(blocks: int, streams: int) -> List[np.ndarray]:
+    """Batches of ``blocks`` block indices in ``streams`` streams: stream s holds blocks
+    ``[s * n, (s + 1) * n)`` with ``n = ceil(blocks / streams)``; batch k is block k of each stream
+    that has one (the last stream may be shorter; it is always the last row)."""
+    n = -(-blocks // max(streams, 1))
+    starts = np.arange(0, blocks, max(n, 1), dtype=np.int64)  # (S,) each stream's first block
+    return [starts[starts + k < np.minimum(starts + n, blocks)] + k for k in range(n)]
 
 
 def block_bounds(sizes: np.ndarray, block: int, mode: str) -> Tuple[np.ndarray, np.ndarray]:
@@ -92,7 +108,8 @@ class TokenBlockDataset(PaddedBatches):
 
     def __init__(self, data: IndexedDataset, dictionary: Dictionary, tokens_per_sample: int,
                  break_mode: str = "none", context_window: int = 0, eos_prefix: bool = True,
-                 prefix_length: int = 0, prefix_random: bool = False, bidirectional: bool = False):
+                 prefix_length: int = 0, prefix_random: bool = False, bidirectional: bool = False,
+                 streams: int = 0):
         if prefix_length >= tokens_per_sample:
             raise SeqkitError(f"prefix_length={prefix_length} leaves no token of a block of tokens_per_sample="
                               f"{tokens_per_sample} to score; keep it below {tokens_per_sample}")
@@ -107,6 +124,11 @@ class TokenBlockDataset(PaddedBatches):
         self.eos_prefix = eos_prefix
         self.prefix_length, self.prefix_random, self.bidirectional = prefix_length, prefix_random, bidirectional
         self._draws = self._draw(1, 0)
+        self.streams = streams
+        if streams and (break_mode != "none" or context_window or prefix_length or prefix_random or not eos_prefix):
+            raise SeqkitError("task.stream_batches reads the stream as consecutive blocks: it needs "
+                              "sample_break_mode=none, no context_window, no prefix_length or prefix_random and "
+                              "eos_prefix=true; drop those or task.stream_batches")
 
     def _draw(self, seed: int, epoch: int) -> np.ndarray:
         """One uniform ``[0, 1)`` per block ``(N,)`` for the random prefixes of ``epoch`` (empty when fixed)."""
@@ -121,6 +143,8 @@ class TokenBlockDataset(PaddedBatches):
 
     def packing_refusal(self) -> Optional[str]:
         """Why these blocks cannot be packed several to a row (``dataset.pack``), or None."""
+        if self.streams:
+            return "task.stream_batches rows continue one another batch after batch; drop dataset.pack"
         if self.prefix_length or self.prefix_random:
             return ("a prefix LM's rows hold one block each (its mask reads the block's prefix both ways); "
                     "use sample_break_mode=none, whose blocks are rows of one length already")
@@ -144,6 +168,8 @@ class TokenBlockDataset(PaddedBatches):
         """Token-budget batches of block indices; seeded per epoch when ``shuffle``. Also draws the
         epoch's random prefixes (``prefix_random``), which ``collate`` then reads."""
         self._draws = self._draw(seed, epoch)
+        if self.streams:  # the same order every epoch; the budget is the streams' count
+            return stream_batches(len(self), self.streams)
         return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
     def block(self, i: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -197,6 +223,8 @@ class TokenBlockDataset(PaddedBatches):
         if self.bidirectional:  # (B,) up to and including the position predicting the first scored token
             s, a, _ = self.spans(ids)
             net_input["src_bidirectional"] = torch.from_numpy(np.minimum(a - s + 1, lengths))
+        if self.streams:  # (B,) which block of the stream each row is: a memory reads on where it left off
+            net_input["src_blocks"] = torch.from_numpy(ids.copy())
         return {
             "id": torch.from_numpy(ids),
             "net_input": net_input,

@@ -53,6 +53,10 @@ class LanguageModelingConfig:
     prefix_random: bool = arg(False, "training blocks: each one's prefix length drawn instead, uniformly from 1 to "
                                      "its length - 1 (T5's random split point), anew every epoch from common.seed; "
                                      "needs prefix_length > 0, which validation keeps")
+    stream_batches: int = arg(0, "Transformer-XL's order: the split as this many streams of consecutive blocks, each "
+                                 "batch the next block of every stream (rows continue the batch before, so the "
+                                 "model carries memory; the same order every epoch, dataset.max_tokens unread); "
+                                 "0: token-budget batches of shuffled blocks", ge=0)
 
 
 class FolderTask:
@@ -133,16 +137,21 @@ class LanguageModelingTask(FolderTask):
         return f"a language model ({tokenizer_label(self._tokenizer_state)}, {len(self.dictionary)} types)"
 
     def load_dataset(self, split: str, with_target: bool = True, context_window: Optional[int] = None,
-                     bidirectional: Optional[bool] = None) -> TokenBlockDataset:
+                     bidirectional: Optional[bool] = None, streams: Optional[int] = None) -> TokenBlockDataset:
         """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train. Each block's
         first ``prefix_length`` tokens (drawn for train with ``prefix_random``) are not scored and,
-        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways."""
+        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways. ``streams`` None: ``stream_batches``'s order (:mod:`seqkit.data.lm_dataset`)."""
+        streams = self.cfg.stream_batches if streams is None else streams
+        if streams and torch.distributed.is_available() and torch.distributed.is_initialized() \
+                and torch.distributed.get_world_size() > 1:
+            raise SeqkitError("task.stream_batches carries memory from one batch to the next in one process; "
+                              "run it without torchrun")
         data = self.open_split(split)
         context = context_window if context_window is not None else 0 if split == "train" else self.cfg.context_window
         bidirectional = self.cfg.prefix_length > 0 if bidirectional is None else bidirectional
         random = self.cfg.prefix_random and split == "train"  # validation and evaluation keep prefix_length
         return TokenBlockDataset(data, self.dictionary, self.cfg.tokens_per_sample, self.cfg.sample_break_mode, context,
-                                 self.cfg.eos_prefix, self.cfg.prefix_length, random, bidirectional)
+                                 self.cfg.eos_prefix, self.cfg.prefix_length, random, bidirectional, streams)
 
     def words(self, split: str) -> Optional[int]:
         """Words in ``split`` as preprocess counted them (whitespace tokens + one per line), if known."""
@@ -157,6 +166,7 @@ class LanguageModelingTask(FolderTask):
                               "prefix bidirectionally (a recurrent LM reads one way; the prefix-LM mask is "
                               "attention's); use model=transformer_lm or one of its presets (gpt_mini...), or drop "
                               "task.prefix_length")
+        check_streams(model_cfg, self.cfg.stream_batches)
         model = MODELS.build(model_cfg, self.dictionary)
         if self.cfg.prefix_length:
             model.prefix_lm = True  # seqkit-generate reads a prompt as the prefix
@@ -191,6 +201,17 @@ class LanguageModelingTask(FolderTask):
     def detokenize(self, pieces: List[str], side: str = "tgt") -> str:
         tok = self.tokenizer()
         return tok.decode(pieces) if tok is not None else " ".join(pieces)
+
+
+def check_streams(model_cfg: Any, streams: int) -> None:
+    """A model with memory (``mem_len``, Transformer-XL) trains on streams, and only it does."""
+    mem_len = getattr(model_cfg, "mem_len", None)
+    if mem_len is None and streams:
+        raise SeqkitError(f"task.stream_batches={streams} orders batches for a model that carries memory across "
+                          f"them (model=transformer_xl); model {model_cfg.name} reads each block alone: drop it")
+    if mem_len and not streams:
+        raise SeqkitError(f"model.mem_len={mem_len} reads the previous segment of each row, which shuffled blocks "
+                          "are not: set task.stream_batches (e.g. 16, the batch's rows) or model.mem_len=0")
 
 
 def check_lm_folder(data: str, model: str, dictionary: Dictionary,
