@@ -255,7 +255,7 @@ def test_seqkit_unknown_subcommand(capsys):
     assert e.value.code == 2 and out == ""
     assert err.strip().splitlines() == [
         "seqkit: error: unknown subcommand 'scroe'; valid subcommands: preprocess, train, generate, score, "
-        "eval-lm, average, prune, probe, export, import, plot (see seqkit --help)"
+        "eval-lm, average, prune, probe, embed, export, import, plot (see seqkit --help)"
     ]
 
 
