@@ -15,6 +15,7 @@ For generation the task looks like a translation task whose source is the prompt
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class LanguageModelingConfig:
                                  "0: token-budget batches of shuffled blocks", ge=0)
 
 
-class FolderTask:
+class FolderTask(abc.ABC):
     """What every task over a language-modeling folder shares (the language model, word2vec,
     skip-/quick-thought): the dictionary and tokenizer from the folder (training) or a checkpoint
     (inference), and the folder's splits, checked to be of this dictionary."""
@@ -100,8 +101,9 @@ class FolderTask:
     def checkpoint_state(self) -> Dict[str, Any]:
         return {"dict": self.dictionary.state_dict(), "tokenizer": self._tokenizer_state}
 
+    @abc.abstractmethod
     def describe(self) -> str:
-        raise NotImplementedError
+        """What this task's model is, for messages (``a language model (space tokenizer, 20 types)``)."""
 
     # -- data ------------------------------------------------------------------------------------
     def split_exists(self, split: str) -> bool:
