@@ -94,6 +94,20 @@ def to_plain(cfg: Any) -> Any:
     return cfg
 
 
+def with_added_fields(saved: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
+    """A checkpoint's model config plus the fields ``cfg``'s class gained since it was written, at
+    their defaults: a run from before a field existed (``model.embed_path``) resumes as it was."""
+    if not dataclasses.is_dataclass(cfg):
+        return saved
+    out = dict(saved)
+    for f in dataclasses.fields(cfg):
+        if f.name not in out and f.default is not dataclasses.MISSING:
+            out[f.name] = to_plain(f.default)
+        elif f.name not in out and f.default_factory is not dataclasses.MISSING:
+            out[f.name] = to_plain(f.default_factory())
+    return out
+
+
 def check_keys(cls: type, values: Dict[str, Any], where: str) -> None:
     """Raise ``SeqkitError`` for a key of ``values`` (or of a nested dict of a dataclass-typed
     field) that dataclass ``cls`` does not have, naming the valid ones."""

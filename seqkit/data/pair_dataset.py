@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order
+from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order, without
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 
@@ -92,9 +92,7 @@ class LanguagePairDataset(PaddedBatches):
                 shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
         """Token-budget batches of example indices, length-bucketed; seeded per epoch when ``shuffle``."""
         rng = epoch_rng(seed, epoch) if shuffle else None
-        order = length_sorted_order(self.src_sizes, self.tgt_sizes, rng)
-        if exclude is not None and len(exclude):
-            order = order[~np.isin(order, exclude)]
+        order = without(length_sorted_order(self.src_sizes, self.tgt_sizes, rng), exclude, len(self))
         cost = self.src_sizes if self.tgt_sizes is None else np.maximum(self.src_sizes, self.tgt_sizes + 1)
         batches = batch_by_size(order, cost, max_tokens, max_sentences)
         if shuffle:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from seqkit.core.errors import SeqkitError
-from seqkit.data.batching import batch_by_size, epoch_rng, token_budget_batches
+from seqkit.data.batching import batch_by_size, epoch_rng, token_budget_batches, without
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.pair_dataset import PaddedBatches
@@ -198,9 +198,7 @@ class QuickThoughtDataset(PaddedBatches):
                 shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
         """Runs of consecutive sentences (in document order, ``exclude`` left out) cut by the token
         budget (count x longest) and ``max_sentences``; the runs' order is shuffled per epoch."""
-        order = np.arange(len(self), dtype=np.int64)
-        if exclude is not None and len(exclude):
-            order = order[~np.isin(order, exclude)]
+        order = without(np.arange(len(self), dtype=np.int64), exclude, len(self))
         runs = batch_by_size(order, self.src_sizes, max_tokens, max_sentences)
         if shuffle:
             epoch_rng(seed, epoch).shuffle(runs)

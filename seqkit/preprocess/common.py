@@ -14,8 +14,9 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
+import numpy as np
 from omegaconf import MISSING
 
 from seqkit.core.config import arg, to_plain
@@ -53,6 +54,10 @@ class PreprocessConfig:
     workers: int = arg(1, "processes that encode and binarize", ge=1)
     overwrite: bool = arg(False, "replace a non-empty destdir")
     skip_empty: bool = arg(True, "drop training pairs with an empty side (valid/test keep them)")
+    shards: int = arg(1, "translation / language_modeling: write destdir/shard0 ... shard{N-1}, each a whole data "
+                         "folder holding the N-th contiguous part of the training pairs (the same dictionaries, "
+                         "valid and test in each); train on them with task.data=DIR/shard0:DIR/shard1:... (one "
+                         "shard an epoch). 1 = one folder, destdir itself", ge=1)
     tokenizer: Any = arg(MISSING, "tokenizer config, filled by the hydra `tokenizer` group (tokenizer=NAME)")
     # classification / tagging only (other tasks refuse them: check_settings)
     text_columns: Any = arg(help="classification: TSV column(s) holding the text: text_columns=sentence or "
@@ -90,6 +95,7 @@ TASK_SETTINGS = {
     "skip_empty": (("translation",), "dropping training pairs with an empty side (a language model keeps "
                                      "every line)"),
     "workers": (("translation", "language_modeling"), "processes that binarize a text stream"),
+    "shards": (("translation", "language_modeling"), "training text cut into shard folders"),
 }
 
 
@@ -197,24 +203,73 @@ def tokenizer_config(value: Any) -> Any:
     return TOKENIZERS.make_config(plain)
 
 
+DEFAULT_SAMPLE = 2_000_000  # training pairs a tokenizer without an input_sentence_size field learns from
+
+
+class TrainText(Protocol):
+    """The training text a tokenizer learns from: ``pairs`` line numbers (pairs kept after
+    skip_empty), and ``write(lang, ranks, path)``: that language's lines at the kept pairs of
+    ``ranks`` (sorted; None = every kept pair), in file order, as UTF-8 lines ending in ``\n``."""
+
+    pairs: int
+
+    def write(self, lang: str, ranks: Optional[np.ndarray], path: str) -> None: ...
+
+
+class LinesInMemory:
+    """:class:`TrainText` over lines already read (classification and tagging: small corpora)."""
+
+    def __init__(self, train: Dict[str, List[str]]):
+        self.train = train
+        self.pairs = len(next(iter(train.values())))
+
+    def write(self, lang: str, ranks: Optional[np.ndarray], path: str) -> None:
+        lines = self.train[lang]
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(line + "\n" for line in (lines if ranks is None else (lines[r] for r in ranks.tolist())))
+
+
+def sample_ranks(total: int, size: int, seed: int, chunk: int = 1 << 20) -> Optional[np.ndarray]:
+    """``size`` of ``range(total)`` drawn without replacement with ``seed``, sorted; None (every
+    one) when ``size`` is 0 or ``total <= size``. Drawn ``chunk`` items at a time (how many fall in
+    each chunk is hypergeometric), so memory stays ``O(size + chunk)`` however large ``total``."""
+    if size <= 0 or total <= size:
+        return None
+    rng = np.random.default_rng(seed)
+    out, left, need = [], total, size
+    for start in range(0, total, chunk):
+        n = min(chunk, total - start)
+        k = int(rng.hypergeometric(n, left - n, need)) if left > n else need
+        out.append(np.sort(rng.choice(n, size=k, replace=False)) + start)
+        left, need = left - n, need - k
+    return np.concatenate(out)
+
+
 def train_tokenizers(
-    tok_cfg: Any, joined: bool, langs: List[str], train: Dict[str, List[str]]
+    tok_cfg: Any, joined: bool, langs: List[str], train: "Dict[str, List[str]] | TrainText"
 ) -> Dict[str, Tokenizer]:
-    """lang -> trained tokenizer (the same object for every language when joined)."""
+    """lang -> tokenizer trained on a seeded sample of ``tokenizer.input_sentence_size`` training
+    pairs (every pair when there are no more: then exactly the lines in order, as before); the
+    same object for every language when joined."""
+    text = train if hasattr(train, "write") else LinesInMemory(train)
+    size = getattr(tok_cfg, "input_sentence_size", DEFAULT_SAMPLE)
+    seed = getattr(tok_cfg, "seed", 1)
+    ranks = sample_ranks(text.pairs, size, seed)
+    used = text.pairs if ranks is None else len(ranks)
     out: Dict[str, Tokenizer] = {}
     with tempfile.TemporaryDirectory(prefix="seqkit-tok-") as work:
         for group in [langs] if joined else [[lang] for lang in langs]:
             files = []
-            for lang in group:  # the kept training lines, as plain UTF-8 text for the trainer
+            for lang in group:  # the sampled training lines, as plain UTF-8 text for the trainer
                 files.append(os.path.join(work, f"train.{lang}.txt"))
-                with open(files[-1], "w", encoding="utf-8", newline="\n") as f:
-                    f.writelines(line + "\n" for line in train[lang])
+                text.write(lang, ranks, files[-1])
             sub = os.path.join(work, "-".join(group))
             os.makedirs(sub)
             tok = TOKENIZERS.build(tok_cfg)
             t0 = time.perf_counter()
             tok.train(files, sub)
-            log.info("trained %s on %s in %.1fs", tok_cfg.name, "+".join(group), time.perf_counter() - t0)
+            log.info("trained %s on %s: %d of %d lines (seed %d) in %.1fs", tok_cfg.name, "+".join(group),
+                     used * len(group), text.pairs * len(group), seed, time.perf_counter() - t0)
             out.update({lang: tok for lang in group})
     return out
 

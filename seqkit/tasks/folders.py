@@ -4,14 +4,16 @@ translation folder, as the first folders were), and the checks every task's ``lo
 before it reads a split: the folder is of the kind the task reads and binarized in the task's own
 dictionary. So a checkpoint run on the wrong folder (a classifier on a tagging folder, a word-level
 language model on a character-level folder) says so in one line instead of predicting or scoring
-ids that mean something else.
+ids that mean something else. ``task.data=dir1:dir2:...`` names shards of one corpus (fairseq's
+convention): :func:`epoch_dir` picks an epoch's, :func:`check_shards` holds them to one dictionary.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from seqkit.core.errors import SeqkitError
 from seqkit.data.dictionary import Dictionary
@@ -93,3 +95,47 @@ def check_dictionary(data: str, name: str, dictionary: Dictionary, vocab: str,
     tok = f"{tokenizer_name(meta)} tokenizer, " if meta is not None else ""
     raise SeqkitError(f"task.data={data} was binarized with another dictionary ({tok}{len(theirs)} types) than "
                       f"this checkpoint's ({vocab}, {len(dictionary)} types): {redo}")
+
+
+# -- shards: task.data=dir1:dir2:... (fairseq's convention) ------------------------------------------
+def shard_dirs(data: str) -> List[str]:
+    """The folders of ``task.data``: ``dir1:dir2:...`` names shards of one corpus, each a complete
+    folder written by seqkit-preprocess in the same dictionaries; one folder is one shard."""
+    dirs = data.split(os.pathsep)
+    if len(dirs) > 1 and not all(dirs):
+        raise SeqkitError(f"task.data={data}: an empty shard between ':'s; give dir1:dir2:... (one folder each)")
+    return dirs
+
+
+def epoch_dir(data: str, epoch: int = 1) -> str:
+    """The folder epoch ``epoch`` (1-based) reads its training split from: shard ``(epoch - 1) % N``,
+    round robin as fairseq's; validation and test splits come from the first (epoch 1)."""
+    dirs = shard_dirs(data)
+    return dirs[(max(epoch, 1) - 1) % len(dirs)]
+
+
+def check_shards(data: str) -> None:
+    """Refuse shards whose dictionaries or tokenizers (``dict.*.txt``, ``tokenizer.*.pt``) are not
+    the first shard's, byte for byte: the same ids would mean other pieces from one epoch to the next."""
+    dirs = shard_dirs(data)
+    if len(dirs) < 2:
+        return
+    first = dirs[0]
+    names = sorted(n for n in (os.listdir(first) if os.path.isdir(first) else [])
+                   if fnmatch.fnmatch(n, "dict.*.txt") or fnmatch.fnmatch(n, "tokenizer.*.pt"))
+    for i, shard in enumerate(dirs[1:], start=2):
+        if not os.path.isdir(shard):
+            raise SeqkitError(f"task.data: shard {i} ({shard}) is no folder; each of dir1:dir2:... is a folder "
+                              "written by seqkit-preprocess")
+        for name in names:
+            if not _same_file(os.path.join(first, name), os.path.join(shard, name)):
+                raise SeqkitError(f"task.data: shard {i} ({shard}) has another {name} than the first shard ({first}): "
+                                  "every shard must be binarized with the same dictionaries and tokenizer "
+                                  "(seqkit-preprocess shards=N writes such shards)")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if not os.path.isfile(b) or os.path.getsize(a) != os.path.getsize(b):
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()

@@ -30,7 +30,7 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import BREAK_MODES, TokenBlockDataset
 from seqkit.models.base import check_model_kind
-from seqkit.tasks.folders import check_dictionary, check_folder, tokenizer_label
+from seqkit.tasks.folders import check_dictionary, check_folder, check_shards, epoch_dir, shard_dirs, tokenizer_label
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 DATA_KEY = "text"  # file names of a monolingual folder: dict.text.txt, {split}.text.bin (seqkit.preprocess.common.LM_KEY)
@@ -39,7 +39,8 @@ DATA_KEY = "text"  # file names of a monolingual folder: dict.text.txt, {split}.
 @dataclass
 class LanguageModelingConfig:
     name: str = arg("language_modeling", "registry name")
-    data: str = arg("data-bin", "folder written by seqkit-preprocess task=language_modeling")
+    data: str = arg("data-bin", "folder written by seqkit-preprocess task=language_modeling; dir1:dir2:...: shards "
+                                "in one dictionary, epoch e training on shard (e-1) % N, valid/test read from the first")
     tokens_per_sample: int = arg(512, "tokens scored per block (one training sample; <= the model's positions)", ge=1)
     sample_break_mode: str = arg("none", "none: fixed-size blocks across lines; eos: one line per block; complete: "
                                          "whole lines packed up to tokens_per_sample", choices=BREAK_MODES)
@@ -76,7 +77,8 @@ class FolderTask(abc.ABC):
 
     @staticmethod
     def read_meta(data: str) -> Dict[str, Any]:
-        """The folder's ``preprocess.json``, checked to be a language-modeling folder."""
+        """The folder's ``preprocess.json`` (the first shard's), checked to be a language-modeling folder."""
+        data = shard_dirs(data)[0]
         meta_path = os.path.join(data, "preprocess.json")
         if not os.path.isfile(meta_path):
             raise SeqkitError(f"{data} is not a seqkit-preprocess output folder (no preprocess.json)")
@@ -90,8 +92,11 @@ class FolderTask(abc.ABC):
 
     @classmethod
     def folder_state(cls, data: str) -> Dict[str, Any]:
-        """Dictionary and tokenizer states of a language-modeling folder (every monolingual task's start)."""
+        """Dictionary and tokenizer states of a language-modeling folder (every monolingual task's start);
+        of the first shard when ``data`` names shards, after checking all have its dictionary."""
         cls.read_meta(data)
+        check_shards(data)
+        data = shard_dirs(data)[0]
         tok_path = os.path.join(data, f"tokenizer.{DATA_KEY}.pt")
         return {
             "dict": Dictionary.load(os.path.join(data, f"dict.{DATA_KEY}.txt")).state_dict(),
@@ -106,15 +111,17 @@ class FolderTask(abc.ABC):
         """What this task's model is, for messages (``a language model (space tokenizer, 20 types)``)."""
 
     # -- data ------------------------------------------------------------------------------------
-    def split_exists(self, split: str) -> bool:
-        return os.path.isfile(os.path.join(self.cfg.data, f"{split}.{DATA_KEY}.idx"))
+    def split_exists(self, split: str, epoch: int = 1) -> bool:
+        return os.path.isfile(os.path.join(epoch_dir(self.cfg.data, epoch), f"{split}.{DATA_KEY}.idx"))
 
-    def open_split(self, split: str) -> IndexedDataset:
-        """The token array of ``split``, after checking the folder is of this task's dictionary."""
-        prefix = os.path.join(self.cfg.data, f"{split}.{DATA_KEY}")
-        check_lm_folder(self.cfg.data, self.describe(), self.dictionary, self._tokenizer_state)
-        if not self.split_exists(split):
-            raise SeqkitError(f"no split {split!r} in {self.cfg.data} (no {prefix}.idx)")
+    def open_split(self, split: str, epoch: int = 1) -> IndexedDataset:
+        """The token array of ``split`` (of epoch ``epoch``'s shard when task.data names shards), after
+        checking the folder is of this task's dictionary."""
+        folder = epoch_dir(self.cfg.data, epoch)
+        prefix = os.path.join(folder, f"{split}.{DATA_KEY}")
+        check_lm_folder(folder, self.describe(), self.dictionary, self._tokenizer_state)
+        if not self.split_exists(split, epoch):
+            raise SeqkitError(f"no split {split!r} in {folder} (no {prefix}.idx)")
         data = IndexedDataset(prefix)
         data.check_vocab(len(self.dictionary))
         return data
@@ -139,16 +146,18 @@ class LanguageModelingTask(FolderTask):
         return f"a language model ({tokenizer_label(self._tokenizer_state)}, {len(self.dictionary)} types)"
 
     def load_dataset(self, split: str, with_target: bool = True, context_window: Optional[int] = None,
-                     bidirectional: Optional[bool] = None, streams: Optional[int] = None) -> TokenBlockDataset:
+                     bidirectional: Optional[bool] = None, streams: Optional[int] = None,
+                     epoch: int = 1) -> TokenBlockDataset:
         """Blocks of ``split``; ``context_window`` None: the config's, except 0 for train. Each block's
         first ``prefix_length`` tokens (drawn for train with ``prefix_random``) are not scored and,
-        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways. ``streams`` None: ``stream_batches``'s order (:mod:`seqkit.data.lm_dataset`)."""
+        ``bidirectional`` (None: when ``prefix_length`` > 0, a prefix LM), read both ways. ``streams`` None: ``stream_batches``'s order (:mod:`seqkit.data.lm_dataset`).
+        ``epoch``: whose shard when task.data names shards (1: the first)."""
         streams = self.cfg.stream_batches if streams is None else streams
         if streams and torch.distributed.is_available() and torch.distributed.is_initialized() \
                 and torch.distributed.get_world_size() > 1:
             raise SeqkitError("task.stream_batches carries memory from one batch to the next in one process; "
                               "run it without torchrun")
-        data = self.open_split(split)
+        data = self.open_split(split, epoch)
         context = context_window if context_window is not None else 0 if split == "train" else self.cfg.context_window
         bidirectional = self.cfg.prefix_length > 0 if bidirectional is None else bidirectional
         random = self.cfg.prefix_random and split == "train"  # validation and evaluation keep prefix_length

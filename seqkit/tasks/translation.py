@@ -12,7 +12,8 @@ from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import CRITERIA, MODELS, TASKS
 from seqkit.data.dictionary import Dictionary
-from seqkit.tasks.folders import check_dictionary, check_folder, describe_folder, tokenizer_label
+from seqkit.tasks.folders import (check_dictionary, check_folder, check_shards, describe_folder, epoch_dir, shard_dirs,
+                                  tokenizer_label)
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:  # torch is imported where data is read or a model built: see seqkit.tasks
@@ -26,7 +27,8 @@ log = logging.getLogger("seqkit.translation")
 @dataclass
 class TranslationConfig:
     name: str = arg("translation", "registry name")
-    data: str = arg("data-bin", "folder written by seqkit-preprocess")
+    data: str = arg("data-bin", "folder written by seqkit-preprocess; dir1:dir2:...: shards of one corpus in the same "
+                                "dictionaries, epoch e training on shard (e-1) % N, valid/test read from the first")
     source_lang: Optional[str] = arg(None, "source language (default: from the data folder's preprocess.json)")
     target_lang: Optional[str] = arg(None, "target language (default: from preprocess.json)")
     prepend_bos: bool = arg(False, "start every source with <s> (BART's tokenizer does; seqkit-import sets it for "
@@ -56,25 +58,27 @@ class TranslationTask:
 
     @staticmethod
     def _read_data_folder(cfg: TranslationConfig) -> Dict[str, Any]:
-        meta_path = os.path.join(cfg.data, "preprocess.json")
+        data = shard_dirs(cfg.data)[0]  # shards: the first one's dictionaries, which all must share
+        meta_path = os.path.join(data, "preprocess.json")
         if not os.path.isfile(meta_path):
-            raise SeqkitError(f"{cfg.data} is not a seqkit-preprocess output folder (no preprocess.json)")
+            raise SeqkitError(f"{data} is not a seqkit-preprocess output folder (no preprocess.json)")
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
         made_for = meta.get("task", "translation")
         if made_for != "translation":  # e.g. seqkit-train without task=classification (translation is the default)
-            raise SeqkitError(f"{cfg.data} was preprocessed for task {made_for}, not translation (seqkit-train "
+            raise SeqkitError(f"{data} was preprocessed for task {made_for}, not translation (seqkit-train "
                               f"task={made_for} ...)")
         src = cfg.source_lang or meta.get("source_lang")
         tgt = cfg.target_lang or meta.get("target_lang")
         if not src or not tgt:
-            raise SeqkitError(f"{cfg.data}: translation needs a source and a target language")
+            raise SeqkitError(f"{data}: translation needs a source and a target language")
+        check_shards(cfg.data)
         import torch
 
         state: Dict[str, Any] = {"source_lang": src, "target_lang": tgt}
         for side, lang in (("src", src), ("tgt", tgt)):
-            state[f"{side}_dict"] = Dictionary.load(os.path.join(cfg.data, f"dict.{lang}.txt")).state_dict()
-            tok_path = os.path.join(cfg.data, f"tokenizer.{lang}.pt")
+            state[f"{side}_dict"] = Dictionary.load(os.path.join(data, f"dict.{lang}.txt")).state_dict()
+            tok_path = os.path.join(data, f"tokenizer.{lang}.pt")
             state[f"{side}_tokenizer"] = (
                 torch.load(tok_path, map_location="cpu", weights_only=True) if os.path.isfile(tok_path) else None
             )
@@ -95,9 +99,9 @@ class TranslationTask:
         """What this task's model is, for messages: ``a translation model (de→en)``."""
         return f"a translation model ({self.source_lang}→{self.target_lang})"
 
-    def check_data_folder(self) -> None:
-        """The folder is a translation folder of this language pair, in these dictionaries."""
-        data, model = self.cfg.data, self.describe()
+    def check_data_folder(self, epoch: int = 1) -> None:
+        """The folder (epoch ``epoch``'s shard) is a translation folder of this language pair, in these dictionaries."""
+        data, model = epoch_dir(self.cfg.data, epoch), self.describe()
         meta = check_folder(data, "translation", model)
         if meta is None:
             return
@@ -112,15 +116,16 @@ class TranslationTask:
 
     # -- data --------------------------------------------------------------------------------
     def split_exists(self, split: str) -> bool:
-        prefix = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}.{self.source_lang}")
+        prefix = os.path.join(epoch_dir(self.cfg.data), f"{split}.{self.source_lang}-{self.target_lang}.{self.source_lang}")
         return os.path.isfile(prefix + ".idx")
 
-    def load_dataset(self, split: str, with_target: bool = True) -> LanguagePairDataset:
+    def load_dataset(self, split: str, with_target: bool = True, epoch: int = 1) -> LanguagePairDataset:
+        """``split`` of the folder, or of epoch ``epoch``'s shard when task.data names shards (1: the first)."""
         from seqkit.data.indexed_dataset import IndexedDataset
         from seqkit.data.pair_dataset import LanguagePairDataset
 
-        self.check_data_folder()
-        base = os.path.join(self.cfg.data, f"{split}.{self.source_lang}-{self.target_lang}")
+        self.check_data_folder(epoch)
+        base = os.path.join(epoch_dir(self.cfg.data, epoch), f"{split}.{self.source_lang}-{self.target_lang}")
         src = IndexedDataset(f"{base}.{self.source_lang}")
         src.check_vocab(len(self.src_dict))
         tgt = None

@@ -21,7 +21,7 @@ import torch
 from seqkit.adapt.modes import parameter_line
 from seqkit.core import checkpoints
 from seqkit.core.checkpoints import check_saved_keys, saved_keys
-from seqkit.core.config import check_compile, to_plain
+from seqkit.core.config import check_compile, to_plain, with_added_fields
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.core.settings import refuse_unread
@@ -39,6 +39,7 @@ from seqkit.training.energy import EnergyMeter, energy_line
 from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.precision import Precision
 from seqkit.training.settings import check_length_multiple, train_reads
+from seqkit.training.shards import shard_count, shard_line, shard_of
 from seqkit.training.progress import Meter, Progress, ShapeCounter, drop_records_after, read_floats
 
 log = logging.getLogger("seqkit.train")
@@ -54,22 +55,6 @@ def device_batching(prefetch: int, multiple: int, device: torch.device) -> Tuple
     return (prefetch if prefetch >= 0 else (4 if on_gpu else 0)), (multiple or (8 if on_gpu else 1))
 
 
-def with_added_fields(saved: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
-    """A checkpoint's model config plus the fields ``cfg``'s class gained since it was written, at
-    their defaults: a run from before a field existed (``model.embed_path``) resumes as it was."""
-    import dataclasses
-
-    if not dataclasses.is_dataclass(cfg):
-        return saved
-    out = dict(saved)
-    for f in dataclasses.fields(cfg):
-        if f.name not in out and f.default is not dataclasses.MISSING:
-            out[f.name] = to_plain(f.default)
-        elif f.name not in out and f.default_factory is not dataclasses.MISSING:
-            out[f.name] = to_plain(f.default_factory())
-    return out
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig, dist: Optional[DistInfo] = None, make_generator: Any = None,
                  given: Optional[FrozenSet[str]] = None):
@@ -80,6 +65,7 @@ class Trainer:
         if cfg.common.threads > 0:
             torch.set_num_threads(cfg.common.threads)
         torch.manual_seed(cfg.common.seed)
+        self.shards = shard_count(cfg.task, TASKS.builder(cfg.task.name))  # task.data=dir1:dir2:...: one an epoch
         self.task = TASKS.build(cfg.task)
         self.model = self.task.build_model(cfg.model).to(self.device)
         self.criterion = self.task.build_criterion(cfg.criterion)
@@ -367,8 +353,10 @@ class Trainer:
 
     def _load(self, split: str, training: bool = False) -> Any:
         """The task's dataset of ``split``, padding its batches to ``length_multiple`` (not past the
-        model's positions); for ``training`` in packed rows with ``dataset.pack`` (seqkit/data/packing.py)."""
-        dataset = self.task.load_dataset(split)
+        model's positions); for ``training`` in packed rows with ``dataset.pack`` (seqkit/data/packing.py),
+        from the epoch's shard when task.data names shards (seqkit/training/shards.py)."""
+        sharded = training and self.shards > 1
+        dataset = self.task.load_dataset(split, epoch=self.epoch) if sharded else self.task.load_dataset(split)
         if self.length_multiple > 1 and hasattr(dataset, "length_multiple"):
             dataset.length_multiple = self.length_multiple
             dataset.length_cap = min(p for p in self.model.max_positions() if p)
@@ -440,18 +428,29 @@ class Trainer:
                 f"before the first epoch ended: the model has seen {seen} of train; set optimization.max_update "
                 "for a figure that does not depend on the machine's load")
 
-    def run(self) -> Dict[str, Any]:
-        cfg = self.cfg
-        self.maybe_resume()
-        train = self._load(cfg.dataset.train_subset, training=True)
+    def _train_set(self, loaded: Optional[Tuple[Any, np.ndarray, int]] = None) -> Tuple[Any, np.ndarray, int]:
+        """(training set, its examples too long for the model, its shard) of the current epoch:
+        ``loaded`` again unless the epoch trains on another shard of a sharded task.data."""
+        shard = shard_of(self.epoch, self.shards)
+        if loaded is not None and loaded[2] == shard:
+            return loaded
+        if self.shards > 1:
+            log.info("%s", shard_line(self.cfg.task.data, self.epoch))
+        train = self._load(self.cfg.dataset.train_subset, training=True)
         max_src, max_tgt = self.model.max_positions()
         too_long = train.too_long(max_src, max_tgt)
         if len(too_long):  # packed rows (dataset.pack) may be shorter than the model's positions
             limit = getattr(train, "length_limit", lambda s, t: f"the model's positions ({s}/{t})")(max_src, max_tgt)
-            if not cfg.dataset.skip_invalid_size_inputs:
+            if not self.cfg.dataset.skip_invalid_size_inputs:
                 raise SeqkitError(f"{len(too_long)} training pairs exceed {limit}; "
                                   "set dataset.skip_invalid_size_inputs=true to skip them")
             log.warning("skipping %d training pairs longer than %s", len(too_long), limit)
+        return train, too_long, shard
+
+    def run(self) -> Dict[str, Any]:
+        cfg = self.cfg
+        self.maybe_resume()
+        loaded = self._train_set()  # before anything is written: a refusal leaves no folder
         log_file = os.path.join(cfg.checkpoint.save_dir, "train_log.jsonl")
         if self.dist.is_main:
             os.makedirs(cfg.checkpoint.save_dir, exist_ok=True)
@@ -463,7 +462,8 @@ class Trainer:
         previous = self._catch_signals()
         try:
             while not stop and (not cfg.optimization.max_epoch or self.epoch <= cfg.optimization.max_epoch):
-                stop, finished = self._epoch(train, too_long, progress)
+                loaded = self._train_set(loaded)
+                stop, finished = self._epoch(loaded[0], loaded[1], progress)
                 last_valid = self._end_epoch(progress, finished)
                 if self.cfg.optimization.patience >= 0 and self.bad_validations > self.cfg.optimization.patience:
                     stop = f"no better {cfg.checkpoint.best_checkpoint_metric} for {self.bad_validations} validations (patience)"
