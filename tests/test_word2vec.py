@@ -337,9 +337,27 @@ def test_word_mode_settings_used_or_refused(planted, tmp_path, run_cli, monkeypa
     assert walk(run_cli, monkeypatch, embed, "seqkit-embed", "embed", EmbedConfig, base, tmp_path) == []
 
 
-def test_sparse_adam_is_torchs_sparse_adam():
+def test_sparse_gradients_reach_the_optimizer_coalesced():
+    # autograd drops table_grad's coalesced mark; the model's hook sets it again (else clipping and
+    # the optimizer sort every gradient again); a gradient summed over two batches stays exact
+    d = Dictionary([f"w{i}" for i in range(12)], [1] * 12)
+    model = Word2VecModel(word2vec_tiny(), d)
+    context, target = torch.tensor([[5], [6], [5]]), torch.tensor([[7, 8, 9], [9, 7, 4], [8, 8, 10]])
+    negative_sampling_loss(model(context, target), target).backward()
+    grads = [model.embed.weight.grad, model.out_embed.weight.grad]
+    assert all(g.is_sparse and g.is_coalesced() for g in grads)
+    assert grads[1]._indices()[0].tolist() == [4, 7, 8, 9, 10]
+    once = [g.to_dense() for g in grads]
+    negative_sampling_loss(model(context, target), target).backward()  # a second batch: summed
+    for g, first in zip((model.embed.weight.grad, model.out_embed.weight.grad), once):
+        assert torch.allclose(g.coalesce().to_dense(), 2 * first)
+
+
+@pytest.mark.parametrize("block", [2048, 3])
+def test_sparse_adam_is_torchs_sparse_adam(block, monkeypatch):
     from seqkit.optim.optimizers import RowAdam
 
+    monkeypatch.setattr(RowAdam, "ROWS", block)  # 3: a step's rows updated in several blocks
     torch.manual_seed(0)
     a = torch.nn.Parameter(torch.randn(10, 3))
     b = torch.nn.Parameter(a.detach().clone())

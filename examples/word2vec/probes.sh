@@ -20,6 +20,13 @@ probe() {  # NAME UPDATES settings...
 for lr in 0.005 0.01 0.02 0.04 0.08; do
   probe "adam-lr$lr" 514 optimizer=sparse_adam optimizer.lr=$lr dataset.max_tokens=4096
 done
+# larger batches (fewer, cheaper updates an epoch): kept only if the valid loss stays as good (README.md)
+for lr in 0.04 0.08; do
+  probe "adam-lr$lr-8192" 256 optimizer=sparse_adam optimizer.lr=$lr dataset.max_tokens=8192
+done
+for lr in 0.02 0.04 0.08 0.16; do
+  probe "adam-lr$lr-16384" 129 optimizer=sparse_adam optimizer.lr=$lr dataset.max_tokens=16384
+done
 probe sgd-lr0.025-512 4112 optimizer=sgd optimizer.lr=0.025 dataset.max_tokens=512 lr_scheduler.end_learning_rate=0.0000025
 probe sgd-lr0.025-4096 100 optimizer=sgd optimizer.lr=0.025 dataset.max_tokens=4096 \
   lr_scheduler.end_learning_rate=0.0000025 common.log_interval=20

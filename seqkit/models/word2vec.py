@@ -13,14 +13,17 @@ costs the rows touched, not V x D: ``optimizer=sparse_adam`` (the recipe's) or `
 ``model.sparse=false`` trains with any optimizer.
 
 Speed: the forward and backward passes are written out (:class:`_Hidden`, :class:`_Scores`) so
-that the ``(P, K, D)`` rows of the scored words are never in memory at once: a row gets its
-gradient from a fused weighted bag sum (``F.embedding_bag``) over the reads sorted by word.
+that the ``(P, K, D)`` rows of the scored words are never in memory at once: on a CPU the scores
+are one sampled matrix product (:func:`sampled_scores`), and a row gets its gradient from a fused
+weighted bag sum (``F.embedding_bag``) over the reads sorted by word; the gradients reach the
+optimizer marked coalesced (:func:`_keep_coalesced`), so nothing sorts them again.
 tests/test_word2vec.py checks both against autograd through plain lookups.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
@@ -59,13 +62,29 @@ def table_grad(ids: torch.Tensor, rows: torch.Tensor, src: torch.Tensor, weights
     ``weights[n] * src[rows[n]]`` (``weights`` None: 1) to its row. Summed per distinct id by one
     fused weighted bag sum over the reads sorted by id, so no ``(N, D)`` tensor is made; sparse:
     one row per distinct id (coalesced already), else dense ``(V, D)``."""
-    words, order = ids.sort(stable=True)
+    small = ids.to(torch.int32) if shape[0] < 2 ** 31 else ids  # int32 sorts twice as fast on a CPU
+    words, order = small.sort(stable=True)
     distinct, counts = torch.unique_consecutive(words, return_counts=True)
+    distinct = distinct.long()
     sums = F.embedding_bag(rows[order], src, counts.cumsum(0) - counts, mode="sum",
                            per_sample_weights=None if weights is None else weights[order])  # (U, D)
     if sparse:
         return torch.sparse_coo_tensor(distinct[None], sums, shape, is_coalesced=True, check_invariants=False)
     return torch.zeros(shape, dtype=sums.dtype, device=sums.device).index_add_(0, distinct, sums)
+
+
+def _keep_coalesced(weight: torch.Tensor) -> None:
+    """After backward: autograd hands a parameter its sparse gradient without the coalesced mark
+    that :func:`table_grad` set, so clipping and the optimizer would sort it again; its row ids
+    strictly increasing (one read each) is the mark's meaning, so it is set again then. Summed
+    gradients (update_freq > 1) repeat rows: they stay unmarked and are coalesced as before."""
+    g = weight.grad
+    if g is None or not g.is_sparse or g.is_coalesced() or g.sparse_dim() != 1:
+        return
+    ids = g._indices()[0]
+    if bool((ids[1:] > ids[:-1]).all()):
+        weight.grad = torch.sparse_coo_tensor(g._indices(), g._values(), g.shape, is_coalesced=True,
+                                              check_invariants=False)
 
 
 class _Hidden(torch.autograd.Function):
@@ -91,22 +110,38 @@ class _Hidden(torch.autograd.Function):
         return None, table_grad(flat[read], rows, grad.contiguous(), None, ctx.shape, ctx.sparse), None, None
 
 
-class _Scores(torch.autograd.Function):
-    """``h`` ``(P, D)`` and ``target`` ``(P, K)`` -> ``out[target[p, k]] . h[p]`` ``(P, K)``,
-    gathering the ``(P, K, D)`` rows a chunk at a time in the forward pass and never in the
-    backward pass (weighted bag sums instead)."""
+def sampled_scores(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``weight[target[p, k]] . h[p]`` ``(P, K)`` for ``h`` ``(P, D)``, ``target`` ``(P, K)``: on a
+    CPU one sampled matrix product (``torch.sparse.sampled_addmm``: (h @ weight.T) computed only at
+    the K scored columns of each row, as a CSR pattern), which never gathers the ``(P, K, D)`` rows;
+    elsewhere (a GPU) the rows gathered a chunk at a time."""
+    P, K = target.shape
+    if h.device.type == "cpu" and h.dtype == weight.dtype:
+        crow = torch.arange(0, P * K + 1, K, device=h.device)
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": the one op used is exact
+            warnings.simplefilter("ignore")
+            pattern = torch.sparse_csr_tensor(crow, target.reshape(-1), torch.zeros(P * K, dtype=h.dtype),
+                                              (P, weight.size(0)), check_invariants=False)
+            return torch.sparse.sampled_addmm(pattern, h, weight.t(), beta=0.0).values().view(P, K)
+    scores = torch.empty(target.shape, dtype=h.dtype, device=h.device)
+    for a in range(0, P, _Scores.CHUNK):
+        b = a + _Scores.CHUNK
+        scores[a:b] = (F.embedding(target[a:b], weight) * h[a:b, None]).sum(-1)  # (c, K)
+    return scores
 
-    CHUNK = 2048  # predictions gathered at once: their rows stay in cache
+
+class _Scores(torch.autograd.Function):
+    """``h`` ``(P, D)`` and ``target`` ``(P, K)`` -> ``out[target[p, k]] . h[p]`` ``(P, K)``
+    (:func:`sampled_scores`), the ``(P, K, D)`` rows never gathered in the backward pass either
+    (weighted bag sums instead)."""
+
+    CHUNK = 512  # predictions gathered at once off the CPU
 
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, sparse: bool) -> torch.Tensor:
-        scores = torch.empty(target.shape, dtype=h.dtype, device=h.device)
-        for a in range(0, target.size(0), _Scores.CHUNK):
-            b = a + _Scores.CHUNK
-            scores[a:b] = (F.embedding(target[a:b], weight) * h[a:b, None]).sum(-1)  # (c, K)
         ctx.save_for_backward(h, weight, target)
         ctx.sparse = sparse
-        return scores
+        return sampled_scores(h, weight, target)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:
@@ -136,6 +171,8 @@ class Word2VecModel(nn.Module):
             self.out_embed.weight.zero_()
         for table in (self.embed, self.out_embed):
             table.weight.sparse_grad = cfg.sparse  # what the optimizers check (seqkit.optim.optimizers)
+            if cfg.sparse:
+                table.weight.register_post_accumulate_grad_hook(_keep_coalesced)
 
     def max_positions(self) -> Tuple[int, int]:
         return (1 << 30, 1 << 30)

@@ -111,9 +111,9 @@ def clip_sparse(params: List[torch.nn.Parameter], clip_norm: float) -> torch.Ten
     for p in params:
         if p.grad.is_sparse:
             p.grad = p.grad.coalesce()
-            squares.append(p.grad.values().float().pow(2).sum())
+            squares.append(torch.linalg.vector_norm(p.grad.values().float()).square())  # no (N, D) temporary
         else:
-            squares.append(p.grad.float().pow(2).sum())
+            squares.append(torch.linalg.vector_norm(p.grad.float()).square())
     norm = torch.stack(squares).sum().sqrt()
     if clip_norm > 0:
         scale = (clip_norm / (norm + 1e-6)).clamp(max=1.0)
