@@ -63,6 +63,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=16000, help="tokenizer.vocab_size (joint sentencepiece BPE)")
     p.add_argument("--workers", type=int, default=2, help="seqkit-preprocess workers=")
     p.add_argument("--baseline-src", help="a checkout of older seqkit code: its seqkit-preprocess runs too (A/B)")
+    p.add_argument("--baseline-max-pairs", type=int, default=4000000,
+                   help="the baseline runs only at sizes up to this (the old code holds every line: 16M pairs "
+                        "would need about 10 GB and 15 minutes); 0 = every size")
     p.add_argument("--rounds", type=int, default=1, help="preprocess runs per size (baseline and new alternating)")
     p.add_argument("--max-tokens", type=int, default=4096, help="dataset.max_tokens of the training and the batching")
     p.add_argument("--batching-epochs", type=int, default=3, help="epochs whose batches are timed (slowest reported)")
@@ -190,16 +193,17 @@ def measure_size(args: argparse.Namespace, pairs: int, base: Optional[list], wor
                                           sm.corpus_pairs(base, args.seed))
     row["corpus_write_s"] = round(time.monotonic() - start, 2)
     new_runs, base_runs = [], []
+    with_baseline = bool(args.baseline_src) and (not args.baseline_max_pairs or pairs <= args.baseline_max_pairs)
     dest = os.path.join(size_dir, "bin")
     for _ in range(args.rounds):
-        if args.baseline_src:
+        if with_baseline:
             base_dest = os.path.join(size_dir, "bin_baseline")
             base_runs.append(preprocess_run(args, raw, base_dest, args.baseline_src, row["lines"]))
             shutil.rmtree(base_dest, ignore_errors=True)
         shutil.rmtree(dest, ignore_errors=True)
         new_runs.append(preprocess_run(args, raw, dest, None, row["lines"]))
     row["preprocess"] = summary(new_runs)
-    if args.baseline_src:
+    if with_baseline:
         row["baseline"] = summary(base_runs)
         ratios = [n["lines_per_s"] / b["lines_per_s"] for n, b in zip(new_runs, base_runs)]
         row["lines_per_s_ratio_new_over_baseline"] = round(statistics.median(ratios), 3)

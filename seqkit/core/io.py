@@ -88,10 +88,11 @@ def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
         raise SeqkitError(f"output folder {dest} exists and is not empty (pass overwrite=true to replace it)")
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
-    os.chmod(tmp, 0o777 & ~_UMASK)
-    lock = os.open(tmp, os.O_RDONLY)
-    try:
+    tmp, lock = "", -1
+    try:  # from the folder's making on: a SIGTERM (SystemExit) landing anywhere below removes it
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
+        os.chmod(tmp, 0o777 & ~_UMASK)
+        lock = os.open(tmp, os.O_RDONLY)
         if fcntl is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield tmp
@@ -109,10 +110,12 @@ def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
             shutil.rmtree(old, ignore_errors=True)
         fsync_dir(parent)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        os.close(lock)
+        if lock >= 0:
+            os.close(lock)
 
 
 def staging_in_use(path: str) -> bool:
