@@ -112,6 +112,35 @@ def test_time_limit_cuts_a_busy_loop():
     assert time.process_time() - start < 1
 
 
+def test_building_a_tree_is_under_the_time_limit(monkeypatch):
+    # sympy evaluates a tree as it is built: cos(tan(...)) of a large constant once ran for minutes
+    # outside every limit and stopped prepare.py's pool; the draws come first, the building is cut
+    from seqkit.symbolic import generator
+
+    def slow_build(plan):
+        while True:
+            pass
+
+    cfg = GeneratorConfig(max_ops=4, time_limit=0.05)
+    monkeypatch.setattr(generator, "build", slow_build)
+    pairs, counts = make_pairs("1-0", 8, cfg)
+    assert pairs == [] and counts == {"time limit": 8}
+    monkeypatch.undo()
+    assert [(p.src, p.tgt) for p in make_pairs("1-0", 8, GeneratorConfig(max_ops=4))[0]] == FIRST_PAIRS  # same draws
+
+
+def test_prepare_goes_on_from_its_kept_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(prepare, "CHUNK", 10)
+    args = ["--train", "12", "--valid", "3", "--test", "3", "--max-ops", "3", "--workers", "1", "--seed", "3"]
+    assert prepare.main([str(tmp_path / "a"), *args]) == 0
+    kept = sorted((tmp_path / "a" / ".chunks").glob("*/*.json"))
+    assert kept and prepare.main([str(tmp_path / "b"), "--cache", str(tmp_path / "a" / ".chunks"), *args]) == 0
+    for name in ("train.deriv", "test.func"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    stats = json.loads((tmp_path / "b" / "stats.json").read_text())
+    assert stats["attempts"]["chunks from an earlier run"] == len(kept) and stats["pairs_per_cpu_second"] is None
+
+
 @pytest.fixture(scope="module")
 def integral():
     """The verifier as generation builds it: by its registry name, built-ins imported."""

@@ -95,17 +95,40 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGPROF, previous)
 
 
-def random_tree(rng: random.Random, n_ops: int, cfg: GeneratorConfig) -> sympy.Expr:
-    """A random expression with ``n_ops`` operators (sympy evaluates it as it is built: ``x - x`` is 0)."""
+Plan = Tuple  # ("x",) | ("int", k) | ("unary", i, Plan) | ("binary", i, Plan, Plan)
+
+
+def random_plan(rng: random.Random, n_ops: int, cfg: GeneratorConfig) -> Plan:
+    """A random tree of ``n_ops`` operators as plain tuples: every random draw of a tree, in the
+    order :func:`random_tree` made them, and none of sympy's work (which :func:`build` does under a
+    time limit: the draws never depend on how far a cut-off evaluation got)."""
     if n_ops == 0:
         if rng.random() < cfg.leaf_x:
-            return X
-        return sympy.Integer(rng.choice([i for i in range(-cfg.max_int, cfg.max_int + 1) if i]))
+            return ("x",)
+        return ("int", rng.choice([i for i in range(-cfg.max_int, cfg.max_int + 1) if i]))
     if rng.random() < cfg.binary_share:
-        op = rng.choice(BINARY_OPS)
+        op = rng.randrange(len(BINARY_OPS))
         left = rng.randint(0, n_ops - 1)
-        return op(random_tree(rng, left, cfg), random_tree(rng, n_ops - 1 - left, cfg))
-    return rng.choice(UNARY_OPS)(random_tree(rng, n_ops - 1, cfg))
+        return ("binary", op, random_plan(rng, left, cfg), random_plan(rng, n_ops - 1 - left, cfg))
+    return ("unary", rng.randrange(len(UNARY_OPS)), random_plan(rng, n_ops - 1, cfg))
+
+
+def build(plan: Plan) -> sympy.Expr:
+    """The sympy expression of ``plan`` (sympy evaluates it as it is built: ``x - x`` is 0, and
+    ``cos(tan(...))`` of a large constant can take minutes: call it under :func:`time_limit`)."""
+    kind = plan[0]
+    if kind == "x":
+        return X
+    if kind == "int":
+        return sympy.Integer(plan[1])
+    if kind == "unary":
+        return UNARY_OPS[plan[1]](build(plan[2]))
+    return BINARY_OPS[plan[1]](build(plan[2]), build(plan[3]))
+
+
+def random_tree(rng: random.Random, n_ops: int, cfg: GeneratorConfig) -> sympy.Expr:
+    """A random expression with ``n_ops`` operators: :func:`build` of :func:`random_plan`."""
+    return build(random_plan(rng, n_ops, cfg))
 
 
 def drop_constant(f: sympy.Expr) -> sympy.Expr:
@@ -128,7 +151,12 @@ def problem_key(deriv: sympy.Expr) -> Tuple[str, ...]:
 
 def make_pair(rng: random.Random, cfg: GeneratorConfig) -> Tuple[Optional[Pair], str]:
     """One attempt: ``(pair, "made")`` or ``(None, why it was dropped)``."""
-    tree = random_tree(rng, rng.randint(1, cfg.max_ops), cfg)
+    plan = random_plan(rng, rng.randint(1, cfg.max_ops), cfg)
+    try:
+        with time_limit(cfg.time_limit):
+            tree = build(plan)
+    except Timeout:
+        return None, "time limit"
     if not tree.has(X):
         return None, "no x"
     if tree.has(*_BAD):
