@@ -228,3 +228,25 @@ def test_bad_requests_are_one_line_errors(checkpoints, toy_data, tmp_path, run_c
     r = run_cli(export_main, [f"path={path}", f"output={tmp_path / 'x'}"])
     assert r.code == 1 and r.messages == ["seqkit-export: error: CTranslate2 is not installed: pip install 'seqkit[ct2]'"]
     assert not (tmp_path / "x").exists()
+
+
+
+class TransformerModel:
+    """What transformer_spec reads before any weight: the class name and the config."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+
+def test_language_vectors_are_refused_not_dropped():
+    # model.num_langs adds a language vector CTranslate2's Transformer has no place for (an XLM or
+    # MASS start, issue 62): refused in one line rather than exported without it
+    from seqkit.core.errors import SeqkitError
+    from seqkit.export.ct2 import transformer_spec
+    from seqkit import import_builtin_components
+    from seqkit.core.registry import MODELS
+
+    import_builtin_components()
+    cfg = MODELS.make_config({"name": "transformer", "num_langs": 2})
+    with pytest.raises(SeqkitError, match=r"model\.num_langs=0 models, not 2"):
+        transformer_spec(TransformerModel(cfg), [], [], {})

@@ -3,13 +3,13 @@
 # pieces (every body reads SST-2, RTE and CoNLL-2003 in the same pieces), with the pretraining
 # recipes' own settings, for the update count of the body's transfer rows.
 #   bash examples/transfer/pretrain.sh WORK_DIR BODY [MINUTES]      (default 30: the schedule's minutes)
-# BODY: gpt lstm_lm (examples/language_model/wikitext2 configs), elmo bert roberta electra bart
+# BODY: gpt lstm_lm (examples/language_model/wikitext2 configs), elmo bert roberta electra xlnet bart
 # (examples/pretraining/wikitext2/objectives.sh). Leaves WORK_DIR/data-bin (the shared vocabulary)
 # and WORK_DIR/BODY/checkpoints/checkpoint_best.pt, with BODY.train.log beside it.
 # A body stops at the update count its README rows report for 30 minutes (training is deterministic,
 # so the count gives that body bit for bit on any host): gpt 2,157, lstm_lm 2,577, elmo 1,173,
 # roberta 2,896, electra 2,133, bart 1,630 (30 minutes each on the 2-core AMD EPYC of 2026-11-25, other
-# work beside some: the minutes are an estimate). bert has no row: give UPDATES=N or CLOCK=1.
+# work beside some: the minutes are an estimate). bert and xlnet have no row: give UPDATES=N or CLOCK=1.
 # UPDATES=N stops at N updates instead (MINUTES still sets the schedule). CLOCK=1 stops after MINUTES
 # of training instead, a clock budget: the body then depends on the machine's load.
 set -euo pipefail
@@ -19,8 +19,8 @@ body="${2:?usage: pretrain.sh WORK_DIR BODY [MINUTES]}"
 minutes="${3:-30}"
 lm="$here/../language_model/wikitext2"
 case "$body" in
-  gpt|lstm_lm|elmo|bert|roberta|electra|bart) ;;
-  *) echo "pretrain.sh: error: unknown body '$body' (gpt lstm_lm elmo bert roberta electra bart)" >&2; exit 2 ;;
+  gpt|lstm_lm|elmo|bert|roberta|electra|xlnet|bart) ;;
+  *) echo "pretrain.sh: error: unknown body '$body' (gpt lstm_lm elmo bert roberta electra xlnet bart)" >&2; exit 2 ;;
 esac
 declare -A COUNT=([gpt]=2157 [lstm_lm]=2577 [elmo]=1173 [roberta]=2896 [electra]=2133 [bart]=1630)
 updates="${UPDATES:-}"
@@ -54,7 +54,7 @@ case "$body" in
       tee "$work/$body.train.log"
     seqkit-eval-lm path="$work/$body/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=valid \
       tokens_per_sample=128 | tee "$work/$body.eval.json" ;;
-  *)  # elmo bert roberta electra bart: the objectives recipe, given this body's budget
+  *)  # elmo bert roberta electra xlnet bart: the objectives recipe, given this body's budget
     if [[ -n ${CLOCK:-} ]]; then KIND=bpe bash "$here/../pretraining/wikitext2/objectives.sh" "$work" "$minutes" "$body"
     else KIND=bpe UPDATES="$updates" bash "$here/../pretraining/wikitext2/objectives.sh" "$work" "$body"; fi ;;
 esac

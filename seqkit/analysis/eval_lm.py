@@ -45,7 +45,7 @@ from seqkit.core.settings import Reads, refuse_unread
 from seqkit.generation.config import QUANTIZE, check_quantize
 from seqkit.generation.quantize import quantize_int8
 
-NOISED = ("masked_lm", "denoising")  # tasks scored at masked / noised positions, not as a stream
+NOISED = ("masked_lm", "denoising", "permutation_lm")  # scored at masked / noised / predicted positions
 
 
 @dataclass
@@ -433,7 +433,7 @@ def evaluate_noised(cfg: EvalLMConfig, task: Any, model: Any, device: torch.devi
     p = p[p > 0]
     out["unigram_loss"] = round(float(-(p * np.log2(p)).sum()), 4)
     out["unigram_accuracy"] = round(100.0 * float(p.max()), 2)
-    if task.model_kind == "masked_lm":  # the training split's unigram, fixed before seeing these targets
+    if task.model_kind in ("masked_lm", "permutation_lm"):  # the training split's unigram, fixed before these targets
         train_nll = unigram_nll(task, t)
         if train_nll is not None:
             out["unigram_train_loss"] = round(train_nll / len(t) / math.log(2), 4)

@@ -110,7 +110,7 @@ def transformer_spec(model: Any, src_symbols: list, tgt_symbols: list, specials:
                           "(seqkit-generate's own engine serves every model)")
     for key, want in (("embed_layer_norm", False), ("output_bias", False), ("decoder_start", "bos"),
                       ("relative_buckets", 0), ("rms_norm", False), ("bias", True), ("scale_attention", True),
-                      ("head_dim", 0), ("gated_ffn", False), ("scale_output", False)):
+                      ("head_dim", 0), ("gated_ffn", False), ("scale_output", False), ("num_langs", 0)):
         if getattr(cfg, key) != want:  # an imported HuggingFace model's switches
             raise SeqkitError(f"CTranslate2 export takes model.{key}={want} models, not {getattr(cfg, key)}")
     if cfg.pruned_heads:

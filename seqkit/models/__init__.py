@@ -8,4 +8,4 @@ does not import every model); ``seqkit.import_builtin_components()`` imports the
 """
 
 BUILTIN = ("rnn", "transformer", "convs2s", "bilstm", "cbow", "kim_cnn", "transformer_encoder", "elmo", "lstm_lm",
-           "transformer_lm", "transformer_xl", "bert", "electra", "pretrained", "skip_thought", "word2vec")
+           "transformer_lm", "transformer_xl", "bert", "electra", "pretrained", "skip_thought", "word2vec", "xlnet")

@@ -143,6 +143,20 @@ def spanbert_base() -> BertConfig:
     return dataclasses.replace(bert_base(), sentence_head=False, span_boundary_head=True)
 
 
+# XLM (Lample & Conneau 2019): the segment table holds one row per language (task xlm), no sentence head;
+# shaped to initialise a Transformer translation model of the same dimensions (model.init_from)
+@MODELS.preset("xlm_tiny")
+def xlm_tiny() -> BertConfig:
+    """For tests: 2 layers, C 32, 4 heads, 2 languages, up to 64 positions."""
+    return dataclasses.replace(_bert(2, 32, 4, num_segments=2), max_positions=64)
+
+
+@MODELS.preset("xlm_small")
+def xlm_small() -> BertConfig:
+    """3 layers, C 256, ffn 1024, 4 heads, 2 languages, up to 256 positions: transformer_small's encoder."""
+    return dataclasses.replace(_bert(3, 256, 4, num_segments=2), max_positions=256)
+
+
 def log_unigram(dictionary: Dictionary) -> torch.Tensor:
     """``(V,)`` log-probabilities of the dictionary's add-one smoothed counts (the training split's)."""
     counts = torch.tensor(dictionary.counts, dtype=torch.float64) + 1.0

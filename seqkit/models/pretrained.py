@@ -1,6 +1,6 @@
 """Fine-tune a pretrained model for classification or tagging: ``model=pretrained_classifier`` /
 ``pretrained_tagger`` with ``model.path=`` a checkpoint of a pretraining run (task
-``language_modeling``, ``masked_lm`` or ``denoising``).
+``language_modeling``, ``masked_lm``, ``permutation_lm`` or ``denoising``).
 
     seqkit-preprocess task=classification vocab_from=pretrain/checkpoint_best.pt ...   # its tokenizer + dictionary
     seqkit-train task=classification model=pretrained_classifier model.path=pretrain/checkpoint_best.pt ...
@@ -13,7 +13,7 @@ Every pretraining model offers the same reading (its ``transfer_*`` members):
   ``(L, B, S, C)`` for a model whose ``transfer_layers`` L all serve as features (ELMo), mixed
   here by a :class:`~seqkit.models.elmo.ScalarMix` of this model's own;
 - ``transfer_dim`` (C), ``transfer_pooling`` (how a sentence is read by default: ``first`` for
-  BERT's ``[CLS]``, ``last`` for the final ``</s>`` of GPT, the LSTM LM and BART's decoder,
+  BERT's ``[CLS]``, ``last`` for the final ``</s>`` of GPT, the LSTM LM, BART's decoder and XLNet,
   ``mean`` for ELMo) and ``pretraining_heads`` (the submodules fine-tuning drops).
 
 A classifier pools the sentence and applies dense + tanh + linear (BERT's head); a tagger applies
@@ -67,12 +67,12 @@ HEADS = ("default", "bilstm")
 @dataclass
 class PretrainedClassifierConfig:
     name: str = arg("pretrained_classifier", "registry name")
-    path: str = arg("", "checkpoint of a pretraining run (task language_modeling, masked_lm, denoising, or a "
-                        "translation model with one dictionary) whose model becomes the body; read once, at the "
-                        "first build")
+    path: str = arg("", "checkpoint of a pretraining run (task language_modeling, masked_lm, permutation_lm, "
+                        "denoising, or a translation model with one dictionary) whose model becomes the body; read "
+                        "once, at the first build")
     pooling: str = arg("auto", "how a sentence's vector is read from the body's outputs: auto (the body's own: "
-                               "first for BERT/ELECTRA, last for GPT/LSTM LM/BART, mean for ELMo), first, last, mean, "
-                               "max", choices=POOLINGS)
+                               "first for BERT/ELECTRA, last for GPT/LSTM LM/BART/XLNet, mean for ELMo), first, last, "
+                               "mean, max", choices=POOLINGS)
     dropout: float = arg(0.1, "dropout in the head", ge=0, lt=1)
     head: str = arg("default", "default: dense + tanh + linear on the pooled vector (classifier), linear at every "
                                "position (tagger); bilstm: a task BiLSTM over [own token embeddings; the body's "
@@ -160,7 +160,8 @@ def load_body(cfg: PretrainedClassifierConfig, src_dict: Dictionary) -> nn.Modul
                               f"differs from the recorded {cfg.base_sha256[:12]}...)")
     state = checkpoints.load(cfg.path)
     task, body = checkpoints.load_for_inference(cfg.path, state=state)
-    if task.model_kind not in ("lm", "masked_lm", "seq2seq") or not hasattr(body, "transfer_features"):
+    kinds = ("lm", "masked_lm", "permutation_lm", "seq2seq")
+    if task.model_kind not in kinds or not hasattr(body, "transfer_features"):
         raise SeqkitError(f"{cfg.path} holds a {task.model_kind} model ({type(body).__name__}), not a pretrained one")
     if getattr(body, "prefix_lm", False):
         raise SeqkitError(f"{cfg.path} is a prefix LM (task.prefix_length): a fine-tuned body reads its input "
@@ -233,6 +234,9 @@ class _Pretrained(EncoderClassifierModel):
         # ELMo's layers all serve: a mix of this model's own (Peters et al. 2018, eq. 1)
         layers = getattr(self.body, "transfer_layers", 0)
         self.mix = ScalarMix(layers) if layers else None
+        refusal = getattr(self.body, "adapt_refusal", None)  # a body that cannot take this mode says why (XLNet)
+        if refusal is not None and refusal(cfg):
+            raise SeqkitError(refusal(cfg))
         added = adapt_body(self.body, cfg.adapt, cfg)
         self.prompt: Optional[SoftPrompt] = None
         if cfg.adapt == "prompt":

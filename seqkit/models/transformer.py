@@ -80,6 +80,12 @@ class TransformerConfig:
     encoder_embed_path: str = embed_path_arg("encoder_embed_path")
     decoder_embed_path: str = embed_path_arg("decoder_embed_path")
     freeze_embed: bool = freeze_embed_arg()
+    num_langs: int = arg(0, "language embeddings (MASS, XLM-initialised translation): a learned vector per language added "
+                            "to token + position embeddings; a batch may name each sentence's language (src_langs, "
+                            "tgt_langs), else the encoder adds row 0 and the decoder row 1 (translation: source, "
+                            "target); 0: none", ge=0)
+    init_from: str = arg("", "a pretraining checkpoint (task xlm, mass or denoising) whose weights start a fresh training "
+                             "run (seqkit/models/init_from.py: the key map); read once by seqkit-train; empty: random")
 
 
 @MODELS.preset("transformer_base")
@@ -112,11 +118,12 @@ def transformer_tiny() -> TransformerConfig:
     )
 
 
-def _embedding(num: int, dim: int, pad: int) -> nn.Embedding:
+def _embedding(num: int, dim: int, pad: Optional[int]) -> nn.Embedding:
     emb = nn.Embedding(num, dim, padding_idx=pad)
     nn.init.normal_(emb.weight, mean=0.0, std=dim**-0.5)
-    with torch.no_grad():
-        emb.weight[pad].zero_()
+    if pad is not None:
+        with torch.no_grad():
+            emb.weight[pad].zero_()
     return emb
 
 
@@ -156,6 +163,7 @@ class TransformerModel(EncoderDecoderModel):
         impl, eps, rms = cfg.layer_norm_impl, cfg.layer_norm_eps, cfg.rms_norm
         self.src_embed_norm = norm(C, impl, eps, rms) if cfg.embed_layer_norm else nn.Identity()
         self.tgt_embed_norm = norm(C, impl, eps, rms) if cfg.embed_layer_norm else nn.Identity()
+        self.lang_embed = _embedding(cfg.num_langs, C, None) if cfg.num_langs else None  # (num_langs, C)
         variant = LayerVariant(rms_norm=rms, bias=cfg.bias, scaled=cfg.scale_attention, head_dim=cfg.head_dim,
                                gated=cfg.gated_ffn)
         layer_args = (C, cfg.attention_heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout,
@@ -190,21 +198,26 @@ class TransformerModel(EncoderDecoderModel):
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, prev_output_tokens: torch.Tensor,
                 features_only: bool = False, src_padded: Optional[bool] = None,
                 src_segments: Optional[torch.Tensor] = None, src_positions: Optional[torch.Tensor] = None,
-                tgt_segments: Optional[torch.Tensor] = None, tgt_positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+                tgt_segments: Optional[torch.Tensor] = None, tgt_positions: Optional[torch.Tensor] = None,
+                src_langs: Optional[torch.Tensor] = None, tgt_langs: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Teacher-forced logits ``(B, T, V)``, or with ``features_only`` the decoder's features
         ``(B, T, C)`` that :meth:`output_layer` turns into them (a loss can then project only the
         rows it scores). ``src_padded`` False (collation's host flag): no source row has padding,
         so attention runs without a mask and nothing asks the device. Packed rows
         (:mod:`seqkit.data.packing`) add each token's sentence in its row, ``src_segments`` ``(B, S)``
-        and ``tgt_segments`` ``(B, T)`` (-1 at padding), and its position in that sentence."""
-        enc = self.encode(src_tokens, src_lengths, padded=src_padded, segments=src_segments, positions=src_positions)
-        x = self.decoder_features(prev_output_tokens, enc, src_padded, tgt_segments, tgt_positions)  # (B, T, C)
+        and ``tgt_segments`` ``(B, T)`` (-1 at padding), and its position in that sentence.
+        ``src_langs`` / ``tgt_langs`` ``(B,)``: each row's language (``model.num_langs``; MASS)."""
+        enc = self.encode(src_tokens, src_lengths, padded=src_padded, segments=src_segments, positions=src_positions,
+                          langs=src_langs)
+        x = self.decoder_features(prev_output_tokens, enc, src_padded, tgt_segments, tgt_positions,
+                                  tgt_langs)  # (B, T, C)
         return x if features_only else self._project(x)
 
     # -- encoder ---------------------------------------------------------------------------
     def encode(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor,
                prefix: Optional[torch.Tensor] = None, padded: Optional[bool] = None,
-               segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None) -> EncoderOut:
+               segments: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None,
+               langs: Optional[torch.Tensor] = None) -> EncoderOut:
         """``prefix`` ``(B, k, C)``: learned vectors read after the first token (prompt tuning); they
         stay in the encoder's output for the decoder to attend to. ``padded``: see :meth:`forward`.
         Packed rows: ``segments`` and ``positions`` ``(B, S)`` (see :meth:`forward`)."""
@@ -215,6 +228,7 @@ class TransformerModel(EncoderDecoderModel):
         x = insert_prefix(self.embed_scale * self.src_embed(src_tokens), prefix)  # (B, S, C)
         if self.src_pos is not None:
             x = x + (self.src_pos(S) if positions is None else self.src_pos.at(positions))
+        x = self._add_lang(x, langs, 0)
         x = dropout(self.src_embed_norm(x), self.cfg.dropout, self.training)
         keep = insert_prefix(src_tokens.ne(self.pad), src_tokens.new_ones(B, k, dtype=torch.bool))  # (B, S)
         # (B, 1, 1, S) or None; packed rows: (B, 1, S, S) or a BlockMask
@@ -280,7 +294,18 @@ class TransformerModel(EncoderDecoderModel):
             self.output_proj = nn.Linear(C, V, bias=False)
             self.output_proj.weight = self.tgt_embed.weight
 
-    def _embed_target(self, tokens: torch.Tensor, offset: int, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _add_lang(self, x: torch.Tensor, langs: Optional[torch.Tensor], default: int) -> torch.Tensor:
+        """``x`` ``(B, T, C)`` plus each row's language vector (``langs`` ``(B,)``, else row ``default``)."""
+        if self.lang_embed is None:
+            if langs is not None:
+                raise SeqkitError("this model has no language embeddings (model.num_langs=0) but got languages")
+            return x
+        if langs is None:
+            return x + self.lang_embed.weight[min(default, self.lang_embed.num_embeddings - 1)]
+        return x + self.lang_embed(langs)[:, None]  # (B, 1, C)
+
+    def _embed_target(self, tokens: torch.Tensor, offset: int, positions: Optional[torch.Tensor] = None,
+                      langs: Optional[torch.Tensor] = None) -> torch.Tensor:
         if offset == 0 and self.start != self.bos and positions is not None:  # each packed sentence's <s>
             tokens = tokens.masked_fill(positions.eq(0) & tokens.eq(self.bos), self.start)
         elif offset == 0 and self.start != self.bos:  # targets start with <s>; this model reads its own start token
@@ -288,17 +313,18 @@ class TransformerModel(EncoderDecoderModel):
         x = self.embed_scale * self.tgt_embed(tokens)
         if self.tgt_pos is not None:
             x = x + (self.tgt_pos(tokens.size(1), offset) if positions is None else self.tgt_pos.at(positions))
+        x = self._add_lang(x, langs, 1)
         return dropout(self.tgt_embed_norm(x), self.cfg.dropout, self.training)
 
     def decoder_features(self, prev_output_tokens: torch.Tensor, enc: EncoderOut,
                          padded: Optional[bool] = None, segments: Optional[torch.Tensor] = None,
-                         positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+                         positions: Optional[torch.Tensor] = None, langs: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The last decoder layer's normalized output ``(B, T, C)``; ``padded``: see :meth:`forward`.
         Packed rows: ``segments`` and ``positions`` ``(B, T)``; ``enc`` then holds the source's."""
         T = prev_output_tokens.size(1)
         if segments is None and T > self.cfg.max_target_positions:
             raise SeqkitError(f"target of {T} tokens exceeds model.max_target_positions={self.cfg.max_target_positions}")
-        x = self._embed_target(prev_output_tokens, 0, positions)  # (B, T, C)
+        x = self._embed_target(prev_output_tokens, 0, positions, langs)  # (B, T, C)
         if segments is None:
             mask, self_mask = self._memory_mask(enc, padded), None
         else:  # causal within each sentence; each reads its own source sentence
@@ -340,7 +366,7 @@ class TransformerModel(EncoderDecoderModel):
         enc[-1].append("encoder_norm")
         dec[-1].append("decoder_norm")
         return groups_by_prefix(self, [["src_embed", "tgt_embed", "src_pos", "tgt_pos", "src_rel", "tgt_rel", "src_embed_norm",
-                                  "tgt_embed_norm"]]
+                                  "tgt_embed_norm", "lang_embed"]]
                                 + enc + dec)
 
     def init_cache(self, enc: EncoderOut, max_len: int) -> Cache:

@@ -9,4 +9,5 @@ modules below. ``translation`` imports torch only where it reads data or builds 
 """
 
 BUILTIN = ("classification", "denoising", "language_modeling", "masked_lm", "translation", "sentence_order",
-           "word2vec")
+           "word2vec", "permutation_lm", "xlm",
+           "mass")

@@ -27,6 +27,7 @@ from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.core.settings import refuse_unread
 from seqkit.data.packing import pack_training_set
 from seqkit.data.prefetch import Prefetcher
+from seqkit.models.init_from import apply_init_from
 from seqkit.models.modules.attention import uses_sdpa
 from seqkit.models.modules.kernels import use_attention_kernels
 from seqkit.models.modules.pretrained_embeddings import apply_word_vectors
@@ -79,6 +80,7 @@ class Trainer:
                               f"{cfg.task.name}; valid: {', '.join(names())}")
         # pretrained word vectors (model.embed_path...): read on a fresh start only, frozen when asked
         apply_word_vectors(self.model, cfg.model, self.task, cfg.checkpoint, cfg.common.seed)
+        apply_init_from(self.model, cfg.model, self.task, cfg.checkpoint)  # model.init_from: a pretraining checkpoint
         c = cfg.common
         self.precision = Precision(c.precision, self.device, c.fp16_init_loss_scale, c.fp16_scale_window,
                                    c.fp16_min_loss_scale)

@@ -10,9 +10,10 @@
 # same count gives the same checkpoint on any host): elmo 173, bart 374, t5 730 (what 12 minutes gave
 # each), bert 1,243, albert 1,503, spanbert 1,270 (18 minutes), electra 2,988 (45 minutes), all on
 # the 2-core AMD EPYC of 2026-11-23/24, the minutes an estimate. roberta has no run here: give it
-# UPDATES=N or MINUTES. UPDATES=N stops every objective at N updates. MINUTES (a number as the second
+# UPDATES=N or MINUTES. xlnet (permutation LM, not run yet) takes BERT's size (xlnet_mini = bert_mini's
+# shape) and BERT's count, 1,243, so that the two compare at one budget. UPDATES=N stops every objective at N updates. MINUTES (a number as the second
 # argument) gives each a clock budget instead: its figure then depends on the machine's load.
-# OBJECTIVE: elmo bert roberta albert spanbert electra bart t5 (default: all but roberta). GPT and the
+# OBJECTIVE: elmo bert roberta albert spanbert electra xlnet bart t5 (default: all but roberta and xlnet). GPT and the
 # LSTM LM have their own recipe (examples/language_model/wikitext2), RoBERTa on the word vocabulary too
 # (examples/masked_lm/wikitext2); roberta here is the same model on this script's vocabulary.
 set -euo pipefail
@@ -27,10 +28,11 @@ if [[ -n $minutes && -n ${UPDATES:-} ]]; then
   echo "objectives.sh: error: MINUTES=$minutes and UPDATES=$UPDATES both set the budget; drop one" >&2; exit 2
 fi
 # the update counts of the README's runs (BPE 8k, AMD EPYC, 2026-11-23/24)
-declare -A COUNT=([elmo]=173 [bart]=374 [t5]=730 [bert]=1243 [albert]=1503 [spanbert]=1270 [electra]=2988)
+declare -A COUNT=([elmo]=173 [bart]=374 [t5]=730 [bert]=1243 [albert]=1503 [spanbert]=1270 [electra]=2988
+               [xlnet]=1243)  # xlnet: BERT's count (no run of its own yet)
 for objective in "${objectives[@]}"; do  # before any work: a name it does not know, a run it has no count for
-  if [[ " elmo bert roberta albert spanbert electra bart t5 " != *" $objective "* ]]; then
-    echo "objectives.sh: error: unknown objective '$objective' (elmo bert roberta albert spanbert electra bart t5)" >&2
+  if [[ " elmo bert roberta albert spanbert electra xlnet bart t5 " != *" $objective "* ]]; then
+    echo "objectives.sh: error: unknown objective '$objective' (elmo bert roberta albert spanbert electra xlnet bart t5)" >&2
     exit 2
   fi
   if [[ -z $minutes && -z ${UPDATES:-} && -z ${COUNT[$objective]:-} ]]; then
@@ -64,9 +66,15 @@ for objective in "${objectives[@]}"; do
     spanbert) args=("${mlm[@]}" model=spanbert_mini task.mask_unit=span) ;;
     electra) args=("${mlm[@]}" model=electra_mini criterion=electra task.leave_unmasked_prob=0 task.random_token_prob=0
                    model.sampling_temperature=2) ;;
+    # XLNet: bert_mini's shape and the masked LMs' optimizer, batches and blocks; the last 1/6 of each
+    # order predicted (K = 6, the paper's), scored by seqkit-eval-lm at those positions
+    xlnet) args=(task=permutation_lm task.tokens_per_sample=128 task.partial_prediction=6 model=xlnet_mini
+                 model.attention_dropout=0.0 criterion=cross_entropy optimizer=adamw optimizer.lr=7e-4
+                 dataset.max_tokens=4096 checkpoint.best_checkpoint_metric=accuracy
+                 checkpoint.maximize_best_checkpoint_metric=true) ;;
     bart) args=("${denoise[@]}" task.noise=bart) ;;
     t5) args=("${denoise[@]}" task.noise=t5) ;;
-    *) echo "objectives.sh: error: unknown objective '$objective' (elmo bert roberta albert spanbert electra bart t5)" >&2
+    *) echo "objectives.sh: error: unknown objective '$objective' (elmo bert roberta albert spanbert electra xlnet bart t5)" >&2
        exit 2 ;;
   esac
   out="$work/$objective"
@@ -75,8 +83,11 @@ for objective in "${objectives[@]}"; do
   seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \
     "${budget[@]}" lr_scheduler=fixed lr_scheduler.warmup_updates=100 \
     checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads=2 2>&1 | tee "$out.train.log"
+  # a language model is scored on blocks of 128; the others on the samples they trained on, which
+  # seqkit-eval-lm takes from the checkpoint (it refuses tokens_per_sample= for them)
+  block=(); [[ $objective == elmo ]] && block=(tokens_per_sample=128)
   seqkit-eval-lm path="$out/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=valid \
-    tokens_per_sample=128 | tee "$out.eval.json"
+    "${block[@]}" | tee "$out.eval.json"
   # the checkpoint loads into the classification task: SST-2 in its vocabulary, 60 fine-tuning updates
   bash "$here/../../classification/sst2/prepare.sh" "$out/sst2" vocab_from="$out/checkpoints/checkpoint_best.pt"
   seqkit-train task=classification task.data="$out/sst2" model=pretrained_classifier \
