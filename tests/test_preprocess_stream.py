@@ -114,7 +114,7 @@ def test_default_sample_of_a_small_corpus_is_every_line(raws, tmp_path, caplog):
         k: v for k, v in old.items() if k.endswith((".txt", ".bin", ".idx"))}
     run(raws[False], tmp_path / "zero", "spm_bpe", tokenizer={"input_sentence_size": 0})
     a, b = (torch.load(tmp_path / d / "tokenizer.de.pt", weights_only=True) for d in ("default", "zero"))
-    assert a["config"]["input_sentence_size"] == 2_000_000 and b["config"]["input_sentence_size"] == 0
+    assert a["config"]["input_sentence_size"] == 1_000_000 and b["config"]["input_sentence_size"] == 0
     assert _proto(a) == _proto(b)
 
 

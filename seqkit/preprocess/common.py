@@ -203,7 +203,7 @@ def tokenizer_config(value: Any) -> Any:
     return TOKENIZERS.make_config(plain)
 
 
-DEFAULT_SAMPLE = 2_000_000  # training pairs a tokenizer without an input_sentence_size field learns from
+DEFAULT_SAMPLE = 1_000_000  # training pairs a tokenizer without an input_sentence_size field learns from
 
 
 class TrainText(Protocol):

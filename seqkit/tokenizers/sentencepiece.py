@@ -26,10 +26,11 @@ class SentencePieceConfig:
     character_coverage: float = arg(1.0, "share of characters covered; the rarest rest map to <unk>", gt=0, le=1)
     max_sentence_length: int = arg(4192, "training lines longer than this many bytes are skipped", gt=0)
     input_sentence_size: int = arg(
-        2_000_000, "seqkit-preprocess trains on a seeded sample of this many training pairs (line numbers; a "
+        1_000_000, "seqkit-preprocess trains on a seeded sample of this many training pairs (line numbers; a "
                    "joined tokenizer reads both sides of each), in file order; 0 or a corpus no larger = every "
-                   "line, as before. 2,000,000: sentencepiece's advice of a few million sentences; all of a "
-                   "4M-pair corpus held 8M lines in the trainer", ge=0)
+                   "line, as before. 1,000,000: sentencepiece's advice of about a million sentences; the trainer "
+                   "then peaks near 0.6 GB, where a 2,000,000-pair sample took it to 1.03 GB "
+                   "(benchmarks/results/2026-11-29_scale_sample2m.json)", ge=0)
     seed: int = arg(1, "random seed of the sample above and of sentencepiece's trainer")
     num_threads: int = arg(4, "training threads; part of the result for unigram, so fixed here", ge=1)
     normalization_rule_name: str = arg(

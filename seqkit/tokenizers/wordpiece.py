@@ -41,7 +41,7 @@ class WordPieceConfig:
                                    "WordPiece) or frequency (count(ab): HuggingFace's WordPiece trainer, BPE's rule; "
                                    "1.19 pieces per WikiText-2 word at 8,000 pieces against likelihood's 3.27, "
                                    "benchmarks/wordpiece.py)", choices=("likelihood", "frequency"))
-    input_sentence_size: int = arg(2_000_000, "seqkit-preprocess learns from a seeded sample of this many training "
+    input_sentence_size: int = arg(1_000_000, "seqkit-preprocess learns from a seeded sample of this many training "
                                               "pairs (line numbers, in file order); 0 or a corpus no larger = every "
                                               "line. As sentencepiece's: word counts settle long before millions of "
                                               "lines", ge=0)
