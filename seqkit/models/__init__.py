@@ -1,6 +1,7 @@
 """Models: one file per family, registered in ``seqkit.core.registry.MODELS`` with named presets.
 
-Each model class has a ``kind`` (``seq2seq``, ``classifier``, ``tagger``, ``lm``, ``masked_lm``) that fixes how a task
+Each model class has a ``kind`` (``seq2seq``, ``classifier``, ``tagger``, ``lm``, ``masked_lm``,
+``permutation_lm``) that fixes how a task
 builds and calls it; :mod:`seqkit.models.base` describes each interface.
 
 Importing this package registers nothing (so importing a shared layer from ``seqkit.models.modules``

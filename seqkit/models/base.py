@@ -14,6 +14,9 @@ those kinds when given another (``task=classification model=transformer`` is one
 - ``masked_lm`` (``seqkit.models.bert``, ``seqkit.models.electra``): built as ``Model(cfg,
   dictionary)``; ``forward(src_tokens, src_lengths, segments=None, masked_tokens=None, ...)`` gives
   a dict of head outputs (``mlm``: logits at the masked positions ``(N, V)``).
+- ``permutation_lm`` (``seqkit.models.xlnet``): built as ``Model(cfg, dictionary)``;
+  ``forward(src_tokens, src_lengths, perm_rank, target_positions)`` gives the query stream's
+  logits at the predicted positions (XLNet's two-stream attention, ``task=permutation_lm``).
 
 Models with word embeddings offer them to pretrained vectors (``model.embed_path=FILE``,
 ``model.encoder_embed_path`` / ``decoder_embed_path``, ``model.freeze_embed``;
@@ -22,8 +25,8 @@ that fills each table -> ``WordTable(embedding, width_key, target, tied_output)`
 task's ``src_dict`` (``tgt_dict`` when ``target``). The default offers none: such a setting on
 that model is refused.
 
-Pretraining models (``lm``, ``masked_lm`` and the ``seq2seq`` Transformer that ``denoising``
-trains) also offer fine-tuning one reading, used by :mod:`seqkit.models.pretrained`:
+Pretraining models (``lm``, ``masked_lm``, ``permutation_lm`` and the ``seq2seq`` Transformer that
+``denoising`` trains) also offer fine-tuning one reading, used by :mod:`seqkit.models.pretrained`:
 ``transfer_features(src_tokens, src_lengths, segments=None)`` -> ``(B, S, C)`` contextual vectors
 (or ``(L, B, S, C)`` layers to mix, with ``transfer_layers`` L), ``transfer_dim`` C,
 ``transfer_pooling`` (``first`` / ``last`` / ``mean``) and ``pretraining_heads`` (the submodules
