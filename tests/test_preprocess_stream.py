@@ -14,9 +14,10 @@ from seqkit.core.errors import SeqkitError
 from seqkit.core.io import read_all_lines
 from seqkit.core.registry import TOKENIZERS
 from seqkit.data.indexed_dataset import IndexedDataset
-from seqkit.preprocess import stream
+from seqkit.preprocess import encode, stream
 from seqkit.preprocess.common import sample_ranks
 from seqkit.preprocess.text import PreprocessConfig, preprocess
+from seqkit.tokenizers import load_tokenizer
 from seqkit.tokenizers.wordpiece import WordPieceTokenizer
 from stream_fixtures import configs, digest, make_raw, write
 
@@ -99,6 +100,8 @@ def test_folder_is_the_one_every_line_in_memory_wrote(raws, tmp_path, monkeypatc
     assert digest(str(tmp_path / "a")) == FROZEN[key]
     monkeypatch.setattr(stream, "BLOCK_BYTES", 64)
     monkeypatch.setattr(stream, "OFFSET_SLOTS", 4)
+    monkeypatch.setattr(encode, "CACHE_WORDS", 8)  # the word cache emptied often, long words not kept
+    monkeypatch.setattr(encode, "CACHE_WORD_CHARS", 3)
     run(raws[key.endswith("_gz")], tmp_path / "b", name, tokenizer=old_tok, workers=3)
     assert digest(str(tmp_path / "b")) == FROZEN[key]
 
@@ -167,6 +170,31 @@ def test_each_line_is_encoded_once(raws, tmp_path, monkeypatch):
     assert len(calls) == 2 * (296 + 30 + 12)  # both sides of every kept pair, once
 
 
+def test_a_bpe_model_is_encoded_word_by_word_as_whole_lines(raws, tmp_path, monkeypatch):
+    """The word cache is used where sound, and gives sentencepiece's ids of whole lines (spaces
+    trimmed and collapsed, unknown characters, a literal ▁, a word too long to keep); not for
+    unigram, another normalization or special tokens."""
+    run(raws[False], tmp_path / "a", "spm_bpe")
+    tok = load_tokenizer(torch.load(tmp_path / "a" / "tokenizer.de.pt", weights_only=True))
+    table = encode.PieceIds(tok)
+    assert table.words is not None
+    monkeypatch.setattr(encode, "CACHE_WORDS", 6)
+    lines = ["  Ein  Mann läuft ", "", "   ", "ẞΩ Hund\tKatze", "\u2581Haus \u2581 ", "Straße" * 9 + " Frau", "Ωø ç"]
+    want = tok.encode_ids(lines)
+    for _ in range(2):  # words new, then kept
+        flat, sizes = table._word_ids(lines)
+        assert sizes.tolist() == [len(r) for r in want] and flat.tolist() == [i for r in want for i in r]
+    assert len(table.words) <= 6 + 12 and all(len(w) <= encode.CACHE_WORD_CHARS for w in table.words)
+    with open(tmp_path / "t.txt", "w") as f:
+        f.write("\n".join(read_all_lines(str(raws[False]) + "/train.de")) + "\n")
+    for k, over in enumerate([{"name": "sentencepiece_unigram"}, {"normalization_rule_name": "nmt_nfkc"},
+                              {"special_tokens": ["<x>"]}]):
+        other = TOKENIZERS.build(TOKENIZERS.make_config({"name": "sentencepiece_bpe", "vocab_size": 50, **over}))
+        os.makedirs(tmp_path / f"other{k}")
+        other.train([str(tmp_path / "t.txt")], str(tmp_path / f"other{k}"))
+        assert not other.words_apart() and encode.PieceIds(other).words is None
+
+
 def test_sides_that_disagree_are_one_line(raws, tmp_path, capsys):
     raw = tmp_path / "raw"
     make_raw(str(raw))
@@ -217,6 +245,23 @@ def test_scan_counts_lines_offsets_and_blanks(tmp_path, monkeypatch):
     data = path.read_bytes()
     for i, off in enumerate(scan.offsets):
         assert data[off:].split(b"\n")[0] == lines[i * scan.stride].encode()
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_training_lines_are_written_as_the_line_loop_wrote_them(tmp_path, monkeypatch, drop):
+    """Every kept line as ``raw.rstrip(b"\\r\\n") + b"\\n"``: copied by blocks of 5 bytes (lines and
+    \\r runs across blocks) when no pair is dropped, line by line otherwise."""
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 5)
+    data = b"ab\r\ncd\r\r\n\ne\rf\n\r\n" + "gé".encode() * 4 + b"\nlast\r"
+    path = tmp_path / "t.de"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        raw = list(f)  # the lines as the line loop reads them
+    dropped = [2] if drop else []
+    split = stream.Split("train", {"de": stream.scan_file(str(path), None, True)}, len(raw), np.array(dropped))
+    stream.TrainFiles(split).write("de", None, str(tmp_path / "out"))
+    want = b"".join(r.rstrip(b"\r\n") + b"\n" for i, r in enumerate(raw) if i not in dropped)
+    assert (tmp_path / "out").read_bytes() == want and want.count(b"\n") == 7 - drop
 
 
 def test_shards_are_whole_folders_of_the_training_pairs_in_order(raws, tmp_path, caplog):

@@ -1,13 +1,15 @@
 """Encoding side of the streamed ``seqkit-preprocess``: each line encoded once, in workers over line
 ranges, to provisional ids; the dictionary from their piece counts; the shards remapped and merged.
 
-A worker (:func:`encode_range`) seeks every language's file to its range, reads the pairs together
-(so skip_empty sees both sides), encodes each line once and writes, per language, ``.ids`` (int32
-provisional ids, each line followed by 0 for its end) and ``.len`` (int32, each line's size with
-that end). Provisional ids (:class:`PieceIds`): 0 = end of line, then the tokenizer's own ids + 1
-where it has them (sentencepiece encodes a whole batch in C++), then the pieces it lacks (a
-sentencepiece surface outside the model, every piece of other tokenizers) numbered as the worker
-first sees them. It returns those pieces, and on the training split their counts.
+A worker (:func:`encode_range`) seeks every language's file to its range, reads a batch of lines of
+each (one decode a batch), leaves out the pairs skip_empty drops (the check pass found them),
+encodes each line once and writes, per language, ``.ids`` (int32 provisional ids, each line followed
+by 0 for its end) and ``.len`` (int32, each line's size with that end). Provisional ids
+(:class:`PieceIds`): 0 = end of line, then the tokenizer's own ids + 1 where it has them
+(sentencepiece encodes a whole batch in C++; a BPE model whose ids of a line are its words' encodes
+each distinct word once, kept in a bounded cache), then the pieces it lacks (a sentencepiece surface
+outside the model, every piece of other tokenizers) numbered as the worker first sees them. It
+returns those pieces, and on the training split their counts.
 
 Then :func:`build_dictionaries` sums the training counts into the dictionary exactly as counting
 every line did (``Dictionary.build`` orders by count, then by symbol), and :func:`merge` sends each
@@ -20,10 +22,11 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain, islice
-from typing import Any, Dict, List, Optional, Tuple
+from itertools import chain, islice, repeat
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -32,6 +35,8 @@ from seqkit.data.indexed_dataset import dtype_for_vocab, write_index
 from seqkit.tokenizers import Tokenizer, load_tokenizer
 
 BATCH_LINES = 2048
+CACHE_WORDS = 1 << 17  # words whose ids a worker keeps, per language (emptied when full; ~15 MB)
+CACHE_WORD_CHARS = 40  # longer words are not kept
 REMAP_CHUNK = 1 << 20  # ids remapped at a time by the merge (a 4 MB read)
 
 
@@ -45,7 +50,7 @@ class Range:
     count: int
     prefix: str  # its provisional files: PREFIX.LANG.ids / .len
     train: bool  # count pieces (the dictionary is built from these)
-    skip_empty: bool  # drop pairs with a blank side
+    drop: List[int]  # sorted numbers (0 = the range's first line) of the pairs skip_empty drops
     words: bool  # count words (language modeling)
 
 
@@ -65,6 +70,9 @@ class PieceIds:
         self.fast = callable(getattr(tok, "encode_ids", None)) and tok.encode_ids([]) is not None
         self.base = len(tok.id_pieces()) if self.fast else 0
         self.unk = tok.unk_id if self.fast else -1
+        # word -> its model ids, where a line's ids are its words' (sentencepiece BPE: see words_apart)
+        apart = self.fast and callable(getattr(tok, "words_apart", None)) and tok.words_apart()
+        self.words: Optional[Dict[str, bytes]] = {} if apart else None
         self.ids: Dict[str, int] = {}
         self.pieces: List[str] = []
         self.counts = np.zeros(1 + self.base, dtype=np.int64)
@@ -78,29 +86,64 @@ class PieceIds:
 
     def encode(self, lines: List[str], count: bool) -> Tuple[np.ndarray, np.ndarray]:
         """(ids of every line, each followed by 0) int32, and each line's size with that 0 (int32)."""
-        if self.fast:
-            rows = self.tok.encode_ids(lines)  # model ids, unk for a surface the model lacks
-            for i, row in enumerate(rows):
-                if self.unk in row:  # encode() keeps that surface: the dictionary may hold it
-                    pieces = self.tok.encode(lines[i])
-                    assert len(pieces) == len(row), "sentencepiece's ids and pieces disagree"
-                    rows[i] = [self._id(p) - 1 if t == self.unk else t for t, p in zip(row, pieces)]
-            shift = 1
+        if self.words is not None:
+            flat, sizes = self._word_ids(lines)
         else:
-            rows = [[self.ids.get(p) or self._id(p) for p in self.tok.encode(line)] for line in lines]
-            shift = 0
-        sizes = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)) + 1  # (n,) with the end
-        ends = np.cumsum(sizes) - 1  # (n,) where each line's 0 goes
-        ids = np.zeros(int(ends[-1]) + 1 if len(ends) else 0, dtype=np.int32)
-        body = np.ones(len(ids), dtype=bool)
-        body[ends] = False
-        ids[body] = np.fromiter(chain.from_iterable(rows), dtype=np.int32, count=len(ids) - len(rows)) + shift
+            if self.fast:
+                rows = self.tok.encode_ids(lines)  # model ids, unk for a surface the model lacks
+            else:
+                rows = [[self.ids.get(p) or self._id(p) for p in self.tok.encode(line)] for line in lines]
+            sizes = np.fromiter(map(len, rows), dtype=np.int32, count=len(rows))  # (n,) without the end
+            flat = np.fromiter(chain.from_iterable(rows), dtype=np.int32, count=int(sizes.sum(dtype=np.int64)))
+        shift = 1 if self.fast else 0
+        if self.fast and self.unk >= 0:
+            self._keep_surfaces(lines, sizes, flat)
+        sizes += 1  # with the end
+        ids = np.zeros(len(flat) + len(lines), dtype=np.int32)  # the ends stay 0
+        ids[np.arange(len(flat)) + np.repeat(np.arange(len(lines)), sizes - 1)] = flat + shift
         if count and len(ids):
             size = 1 + self.base + len(self.pieces)
             if len(self.counts) < size:
                 self.counts = np.concatenate([self.counts, np.zeros(size - len(self.counts), np.int64)])
             self.counts += np.bincount(ids, minlength=size)
-        return ids, sizes.astype(np.int32)
+        return ids, sizes
+
+    def _word_ids(self, lines: List[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """The model ids of ``lines`` (flat, int32) and each line's count, from its words' ids (kept
+        as int32 bytes): the words not in the cache are encoded together in one call."""
+        cache = self.words
+        assert cache is not None
+        words = " ".join(lines).split(" ")  # every line's words, one after the other
+        spaces = np.fromiter(map(str.count, lines, repeat(" ")), dtype=np.int64, count=len(lines))  # (n,)
+        new = set(words).difference(cache)
+        if len(cache) + len(new) > CACHE_WORDS:
+            cache.clear()
+            new = set(words)
+        if new:
+            new_words = list(new)  # "" (a run of spaces) -> no ids
+            cache.update(zip(new_words, (array("i", ids).tobytes() for ids in self.tok.encode_ids(new_words))))
+        ids = list(map(cache.__getitem__, words))
+        for word in new:
+            if len(word) > CACHE_WORD_CHARS:  # kept for this batch only: a text without spaces is one "word" a line
+                del cache[word]
+        per_word = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) // 4  # (w,)
+        ends = np.cumsum(spaces + 1)  # (n,) words so far: a line of k spaces holds k + 1 words
+        total = np.concatenate([[0], np.cumsum(per_word)])  # (w + 1,) ids so far
+        sizes = (total[ends] - total[ends - np.diff(ends, prepend=0)]).astype(np.int32)
+        return np.frombuffer(b"".join(ids), dtype=np.int32).copy(), sizes
+
+    def _keep_surfaces(self, lines: List[str], sizes: np.ndarray, flat: np.ndarray) -> None:
+        """In ``flat`` (the model ids of ``lines``, in place): each unk becomes the provisional id - 1
+        of the surface ``encode()`` keeps there (the dictionary may hold it)."""
+        at = np.flatnonzero(flat == self.unk)
+        if not len(at):
+            return
+        starts = np.cumsum(sizes, dtype=np.int64) - sizes  # (n,) where each line's ids start in flat
+        for i in np.unique(np.searchsorted(starts, at, side="right") - 1).tolist():
+            row = flat[starts[i]:starts[i] + sizes[i]]
+            pieces = self.tok.encode(lines[i])
+            assert len(pieces) == len(row), "sentencepiece's ids and pieces disagree"
+            row[:] = [self._id(p) - 1 if t == self.unk else t for t, p in zip(row.tolist(), pieces)]
 
 
 # Set before a pool starts: forked workers inherit it; spawned ones rebuild it from states.
@@ -115,6 +158,15 @@ def _init_worker(tok_states: Optional[Dict[str, dict]] = None) -> None:
         _TOKENIZERS.update({lang: load_tokenizer(s) for lang, s in tok_states.items()})
 
 
+def _read_lines(lines: Iterator[bytes], n: int) -> List[str]:
+    """The next ``n`` lines (fewer at the end) of a binary file's line iterator, decoded, without
+    their ``\r``/``\n`` ends: one decode and one split for them all."""
+    raw = list(islice(lines, n))
+    text = b"".join(raw).decode("utf-8")
+    out = text.split("\n")[: len(raw)]  # each raw line holds one "\n", at its end (the last may lack it)
+    return [line.rstrip("\r") for line in out] if "\r" in text else out
+
+
 def encode_range(task: Range) -> RangeResult:
     """Encode one range (see the module doc)."""
     langs = list(task.files)
@@ -125,16 +177,17 @@ def encode_range(task: Range) -> RangeResult:
             files.append(open(path, "rb"))
             files[-1].seek(offset)
             outs.append((open(f"{task.prefix}.{lang}.ids", "wb"), open(f"{task.prefix}.{lang}.len", "wb")))
-        rows = zip(*(islice(f, task.count) for f in files))  # the pairs, read together
+        drop = np.asarray(task.drop, dtype=np.int64)
         kept = words = 0
-        while batch := list(islice(rows, BATCH_LINES)):
-            cols = [[raw.decode("utf-8").rstrip("\r\n") for raw in col] for col in zip(*batch)]
-            if task.skip_empty:
-                keep = [i for i, row in enumerate(zip(*cols)) if all(s.strip() for s in row)]
-                if len(keep) < len(batch):
-                    cols = [[col[i] for i in keep] for col in cols]
-            if task.words:
-                words += sum(len(line.split()) + 1 for line in cols[0])
+        for start in range(0, task.count, BATCH_LINES):
+            n = min(BATCH_LINES, task.count - start)
+            cols = [_read_lines(f, n) for f in files]
+            gone = drop[np.searchsorted(drop, start):np.searchsorted(drop, start + n)] - start
+            if len(gone):
+                keep = np.setdiff1d(np.arange(len(cols[0])), gone).tolist()
+                cols = [[col[i] for i in keep] for col in cols]
+            if task.words:  # whitespace words of each line, and its end
+                words += len("\n".join(cols[0]).split()) + len(cols[0])
             for lang, lines, (f_ids, f_len) in zip(langs, cols, outs):
                 ids, sizes = tables[lang].encode(lines, task.train)
                 f_ids.write(ids.tobytes())

@@ -19,9 +19,10 @@ import contextlib
 import functools
 import gzip
 import os
+import re
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import BinaryIO, Dict, List, Optional
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from seqkit.core.errors import SeqkitError
 MAX_LINE_BYTES = 1 << 20
 OFFSET_SLOTS = 4096
 BLOCK_BYTES = 1 << 20  # a block and its copies stay a few MB
+_CR_END = re.compile(rb"\r+\n")  # a line's \r ends, before its \n
 
 
 @dataclass
@@ -168,6 +170,19 @@ def lines_of_ranks(ranks: np.ndarray, dropped: np.ndarray) -> np.ndarray:
     return ranks + np.searchsorted(shifted, ranks, side="right")
 
 
+def _copy_lines(f: BinaryIO, out: BinaryIO) -> None:
+    """Every line of ``f`` into ``out`` as ``raw.rstrip(b"\\r\\n") + b"\\n"`` would write it, a block
+    of whole lines at a time."""
+    tail = b""
+    while block := f.read(BLOCK_BYTES):
+        data = tail + block
+        cut = data.rfind(b"\n") + 1
+        out.write(_CR_END.sub(b"\n", data[:cut]) if b"\r" in data[:cut] else data[:cut])
+        tail = data[cut:]
+    if tail:
+        out.write(tail.rstrip(b"\r") + b"\n")
+
+
 class TrainFiles:
     """The training split as :class:`seqkit.preprocess.common.TrainText`: its files, streamed."""
 
@@ -179,6 +194,9 @@ class TrainFiles:
         dropped = self.split.dropped.tolist()
         wanted = None if ranks is None else lines_of_ranks(ranks, self.split.dropped).tolist()
         with open(self.split.scans[lang].path, "rb") as f, open(path, "wb") as out:
+            if wanted is None and not dropped:  # every line, as read before: copied by blocks
+                _copy_lines(f, out)
+                return
             if wanted is None:  # every line but the dropped ones, in order: the lines as read before
                 skip = iter(dropped)
                 nxt = next(skip, -1)

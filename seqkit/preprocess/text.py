@@ -112,8 +112,9 @@ def _plan(cfg: PreprocessConfig, langs: List[str], splits: Dict[str, Split], wor
                                   "all): use fewer shards")
             for a, b in zip(cut, cut[1:]):
                 files = {lang: (split.scans[lang].path, split.scans[lang].offset(a)) for lang in langs}
+                drop = split.dropped[np.searchsorted(split.dropped, a):np.searchsorted(split.dropped, b)] - a
                 tasks.append(Range(split.name, shard, files, b - a, os.path.join(work, f"{split.name}.{len(tasks)}"),
-                                   train=train and not cfg.vocab_from, skip_empty=train and cfg.skip_empty, words=lm))
+                                   train=train and not cfg.vocab_from, drop=drop.tolist(), words=lm))
     return tasks
 
 

@@ -119,6 +119,28 @@ class SentencePieceTokenizer(Tokenizer):
             return None
         return self._processor().encode(list(lines), out_type=int, num_threads=1)
 
+    def words_apart(self) -> bool:
+        """True when a line's :meth:`encode_ids` are those of its words (the line split at " ", empty
+        words left out), each encoded alone, in order, so a caller may encode each word once: a BPE
+        model with sentencepiece's defaults around spaces (identity normalization, spaces trimmed and
+        collapsed into one ``▁`` starting each word, pieces split there) and no special or
+        user-defined symbols; ``▁`` a piece, so a run of unknown characters never spans two words."""
+        if self.cfg.special_tokens:
+            return False
+        try:
+            from sentencepiece import sentencepiece_model_pb2 as pb
+
+            model = pb.ModelProto()
+            model.ParseFromString(self.model_proto or b"")
+        except Exception:  # noqa: BLE001 - no protobuf (an optional part of sentencepiece): not known
+            return False
+        norm, spec, sp = model.normalizer_spec, model.trainer_spec, self._processor()
+        return (norm.name == "identity" and not norm.precompiled_charsmap and norm.add_dummy_prefix
+                and norm.remove_extra_whitespaces and norm.escape_whitespaces and spec.model_type == spec.BPE
+                and spec.split_by_whitespace and not spec.treat_whitespace_as_suffix
+                and not spec.allow_whitespace_only_pieces and not spec.user_defined_symbols
+                and sp.piece_to_id(SPACE) != sp.unk_id())
+
     def id_pieces(self) -> List[str]:
         """Piece of every model id (``<unk>`` at ``unk_id``)."""
         sp = self._processor()
