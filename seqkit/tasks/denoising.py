@@ -34,6 +34,7 @@ from seqkit.data.lm_dataset import BREAK_MODES, block_bounds
 from seqkit.data.noising import BartNoise, NoiseSpecials, bart_noise, t5_span_corrupt
 from seqkit.data.pair_dataset import PaddedBatches
 from seqkit.models.base import check_model_kind
+from seqkit.tasks.token_accuracy import TokenAccuracy
 from seqkit.tasks.folders import tokenizer_label
 from seqkit.tasks.language_modeling import DATA_KEY, LanguageModelingTask, check_lm_folder
 from seqkit.tokenizers import Tokenizer, load_tokenizer
@@ -115,7 +116,7 @@ class DenoisingDataset(PaddedBatches):
 
 
 @TASKS.register("denoising", DenoisingConfig)
-class DenoisingTask:
+class DenoisingTask(TokenAccuracy):
     model_kind = "seq2seq"
 
     def __init__(self, cfg: DenoisingConfig, state: Optional[Dict[str, Any]] = None):
@@ -175,20 +176,6 @@ class DenoisingTask:
 
     def build_criterion(self, criterion_cfg: Any) -> Callable:
         return CRITERIA.build(criterion_cfg, self)
-
-    def count_metrics(self, logits: torch.Tensor, sample: Dict[str, Any]) -> Dict[str, float]:
-        """Teacher-forced target tokens predicted right (argmax), of the scored ones."""
-        target = sample["target"]
-        keep = target.ne(self.ignore_index)
-        return {"tokens_correct": (logits.detach().argmax(-1).eq(target) & keep).sum()}
-
-    def metric_names(self) -> List[str]:
-        return ["loss", "nll_loss", "ppl", "accuracy"]
-
-    def reduce_metrics(self, sums: Dict[str, float]) -> Dict[str, float]:
-        if not sums.get("sample_size"):
-            return {}
-        return {"accuracy": round(100.0 * sums.get("tokens_correct", 0.0) / sums["sample_size"], 2)}
 
     def valid_metrics(self, model: Any, dataset: Any, make_generator: Callable) -> Dict[str, float]:
         return {}

@@ -22,6 +22,7 @@ from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import MODELS, TASKS
 from seqkit.data.mass_dataset import MassDataset
 from seqkit.models.base import check_model_kind
+from seqkit.tasks.token_accuracy import TokenAccuracy
 from seqkit.tasks.xlm import LANGS_HELP, BilingualFolderTask
 
 
@@ -37,7 +38,7 @@ class MassConfig:
 
 
 @TASKS.register("mass", MassConfig)
-class MassTask(BilingualFolderTask):
+class MassTask(TokenAccuracy, BilingualFolderTask):
     """Dictionary (+ ``<mask>``), tokenizer and languages from the folder (training) or a checkpoint."""
 
     model_kind = "seq2seq"
@@ -63,16 +64,3 @@ class MassTask(BilingualFolderTask):
             raise SeqkitError(f"task mass: set model.num_langs={n} (a language row each: {', '.join(self.langs)})")
         return MODELS.build(model_cfg, self.dictionary, self.dictionary)
 
-    def count_metrics(self, logits: torch.Tensor, sample: Dict[str, Any]) -> Dict[str, Any]:
-        """Span tokens predicted right (argmax, teacher-forced), of the scored ones."""
-        target = sample["target"]
-        keep = target.ne(self.ignore_index)
-        return {"tokens_correct": (logits.detach().argmax(-1).eq(target) & keep).sum()}
-
-    def metric_names(self) -> List[str]:
-        return ["loss", "nll_loss", "ppl", "accuracy"]
-
-    def reduce_metrics(self, sums: Dict[str, float]) -> Dict[str, float]:
-        if not sums.get("sample_size"):
-            return {}
-        return {"accuracy": round(100.0 * sums.get("tokens_correct", 0.0) / sums["sample_size"], 2)}
