@@ -18,15 +18,14 @@ Batches carry each row's language as ``src_langs`` and ``tgt_langs`` ``(B,)`` (t
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
 
-from seqkit.data.batching import token_budget_batches
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.noising import NoiseSpecials
-from seqkit.data.pair_dataset import PaddedBatches
+from seqkit.data.pair_dataset import EpochBatches
 
 
 def mass_example(sentence: torch.Tensor, rng: np.random.Generator, sp: NoiseSpecials,
@@ -47,7 +46,7 @@ def mass_example(sentence: torch.Tensor, rng: np.random.Generator, sp: NoiseSpec
     return {"source": source, "prev": prev, "target": target, "start": start, "length": m}
 
 
-class MassDataset(PaddedBatches):
+class MassDataset(EpochBatches):
     """Every sentence of each language of ``langs`` (its side of the folder), MASS-masked on the fly."""
 
     def __init__(self, sides: Dict[str, IndexedDataset], langs: Sequence[str], specials: NoiseSpecials,
@@ -59,20 +58,11 @@ class MassDataset(PaddedBatches):
         self.src_sizes = np.concatenate([np.asarray(sides[lang].sizes, dtype=np.int64) for lang in self.langs])
         self.tgt_sizes = self.src_sizes
 
-    def __len__(self) -> int:
-        return len(self.src_sizes)
-
     def too_long(self, max_source: int, max_target: int) -> np.ndarray:
         return np.nonzero((self.src_sizes > max_source) | (self.src_sizes > max_target))[0]
 
     def packing_refusal(self) -> Optional[str]:
         return "MASS's samples carry one language per row"
-
-    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
-                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
-        """Token-budget batches; also sets the epoch whose spans ``collate`` draws."""
-        self.epoch = epoch
-        return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
     def example(self, i: int) -> Dict[str, Any]:
         rng = np.random.default_rng([self.seed, 0 if self.static else self.epoch + 1, i])

@@ -24,18 +24,17 @@ sentence pairs or span masking, whose labels and indices are kept per row).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from seqkit.core.errors import SeqkitError
-from seqkit.data.batching import token_budget_batches
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import block_bounds
 from seqkit.data.noising import NoiseSpecials, mask_tokens, span_mask_tokens
-from seqkit.data.pair_dataset import PaddedBatches
+from seqkit.data.pair_dataset import EpochBatches
 
 MASK = "<mask>"
 PAIR_MODES = ("none", "nsp", "sop")
@@ -67,7 +66,7 @@ def word_start_table(dictionary: Dictionary, tokenizer_name: Optional[str]) -> n
     return np.ones(len(syms), dtype=bool)
 
 
-class MaskedLMDataset(PaddedBatches):
+class MaskedLMDataset(EpochBatches):
     """Blocks of ``data`` masked on the fly; see the module docstring for the layout."""
 
     def __init__(self, data: IndexedDataset, dictionary: Dictionary, specials: NoiseSpecials, tokens_per_sample: int,
@@ -89,18 +88,6 @@ class MaskedLMDataset(PaddedBatches):
         copies = max(1, opts.mask_copies)
         self.src_sizes = np.tile(self.ends - self.starts + (3 if opts.sentence_pairs != "none" else 1), copies)
         self.tgt_sizes = None
-
-    def __len__(self) -> int:
-        return len(self.src_sizes)
-
-    def too_long(self, max_source: int, max_target: int) -> np.ndarray:
-        return np.nonzero(self.src_sizes > max_source)[0]
-
-    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
-                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
-        """Token-budget batches; also sets the epoch whose masks ``collate`` draws (dynamic masking)."""
-        self.epoch = epoch
-        return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
     # -- one sample ------------------------------------------------------------------------------
     def _rng(self, i: int) -> np.random.Generator:

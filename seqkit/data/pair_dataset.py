@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order, without
+from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order, token_budget_batches, without
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 
@@ -63,6 +63,27 @@ class PaddedBatches:
     def pad_flat(self, flat: np.ndarray, lengths: np.ndarray, pad: int, prepend: Optional[int] = None) -> torch.Tensor:
         """:meth:`pad_batch` of sequences laid back to back (``IndexedDataset.gather``)."""
         return torch.from_numpy(pad_flat(flat, lengths, pad, prepend, self.length_multiple, self.length_cap))
+
+
+class EpochBatches(PaddedBatches):
+    """A dataset whose examples have one cost length each (``src_sizes`` ``(N,)``) and whose
+    ``collate`` draws per-epoch noise (masks, factorisation orders, spans): ``batches`` gives
+    token-budget batches and records the epoch it is for."""
+
+    src_sizes: np.ndarray
+    epoch: int = 0
+
+    def __len__(self) -> int:
+        return len(self.src_sizes)
+
+    def too_long(self, max_source: int, max_target: int) -> np.ndarray:
+        return np.nonzero(self.src_sizes > max_source)[0]
+
+    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
+                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
+        """Token-budget batches; also sets the epoch whose noise ``collate`` draws."""
+        self.epoch = epoch
+        return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
 
 class LanguagePairDataset(PaddedBatches):

@@ -21,16 +21,15 @@ Batches (:meth:`PermutationLMDataset.collate`): ``src_tokens`` ``(B, S)``, ``src
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
 
 from seqkit.core.errors import SeqkitError
-from seqkit.data.batching import token_budget_batches
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.lm_dataset import block_bounds
-from seqkit.data.pair_dataset import PaddedBatches
+from seqkit.data.pair_dataset import EpochBatches
 
 
 def factorization_rank(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -48,7 +47,7 @@ def predicted_positions(rank: np.ndarray, k: int) -> np.ndarray:
     return rank >= n - max(1, (n - 1) // k)
 
 
-class PermutationLMDataset(PaddedBatches):
+class PermutationLMDataset(EpochBatches):
     """Blocks of ``data`` with a seeded factorisation order each; see the module docstring."""
 
     def __init__(self, data: IndexedDataset, bos: int, pad: int, tokens_per_sample: int, break_mode: str,
@@ -63,18 +62,6 @@ class PermutationLMDataset(PaddedBatches):
         self.k, self.seed, self.fixed, self.epoch = partial_prediction, seed, fixed_orders, 0
         self.src_sizes = self.ends - self.starts + 1
         self.tgt_sizes = None
-
-    def __len__(self) -> int:
-        return len(self.src_sizes)
-
-    def too_long(self, max_source: int, max_target: int) -> np.ndarray:
-        return np.nonzero(self.src_sizes > max_source)[0]
-
-    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
-                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
-        """Token-budget batches; also sets the epoch whose orders ``collate`` draws."""
-        self.epoch = epoch
-        return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
     def example(self, i: int) -> Dict[str, torch.Tensor]:
         """Sample ``i``: ``tokens`` ``(n,)``, ``rank`` ``(n,)`` and ``predicted`` ``(n,)`` bool."""

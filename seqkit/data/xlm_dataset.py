@@ -19,20 +19,19 @@ encoder's ``segments`` ``(B, S)`` (a BERT-family model's segment table, one row 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from seqkit.data.batching import token_budget_batches
 from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.noising import NoiseSpecials, mask_tokens
-from seqkit.data.pair_dataset import PaddedBatches
+from seqkit.data.pair_dataset import EpochBatches
 
 MLM, TLM = 0, 1
 
 
-class XLMDataset(PaddedBatches):
+class XLMDataset(EpochBatches):
     """MLM samples of each language in ``mlm``, then TLM samples of the pairs ``tlm`` (source, target)."""
 
     def __init__(self, sides: Dict[str, IndexedDataset], langs: Sequence[str], mlm: Sequence[str],
@@ -56,20 +55,8 @@ class XLMDataset(PaddedBatches):
         self.src_sizes = np.concatenate(sizes).astype(np.int64)
         self.tgt_sizes = None
 
-    def __len__(self) -> int:
-        return len(self.src_sizes)
-
-    def too_long(self, max_source: int, max_target: int) -> np.ndarray:
-        return np.nonzero(self.src_sizes > max_source)[0]
-
     def packing_refusal(self) -> Optional[str]:
         return "XLM's samples carry language ids and restarting positions per row"
-
-    def batches(self, max_tokens: int, max_sentences: int = 0, seed: int = 1, epoch: int = 0,
-                shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
-        """Token-budget batches; also sets the epoch whose masks ``collate`` draws."""
-        self.epoch = epoch
-        return token_budget_batches(self.src_sizes, max_tokens, max_sentences, seed, epoch, shuffle, exclude)
 
     def _sentence(self, lang: str, row: int) -> torch.Tensor:
         """``<s>`` + sentence ``row`` of ``lang`` (ending with ``</s>``)."""
