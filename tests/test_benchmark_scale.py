@@ -23,6 +23,9 @@ def test_dry_run_writes_every_figure(tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / "scale.py"), "--dry-run", "--out", str(out)],
                           capture_output=True, text=True, timeout=90, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
+    # the seqkit a process of this interpreter imports: the checkout (editable install) or site-packages (CI)
+    installed = subprocess.run([sys.executable, "-c", "import seqkit.preprocess as p; print(p.__file__)"],
+                               capture_output=True, text=True, cwd=tmp_path, env=env, check=True).stdout.strip()
     result = json.loads(out.read_text(encoding="utf-8"))
     assert json.loads(done.stdout.strip().splitlines()[-1])["sizes"] == result["sizes"]
     assert result["dry_run"] and result["cpu_model"] is not None and result["matmul_peak_fp32_gflops"] > 0
@@ -32,7 +35,7 @@ def test_dry_run_writes_every_figure(tmp_path):
         pre, train, batching = row["preprocess"], row["train"], row["batching"]
         assert "skipped" not in row and row["lines"] == 2 * (row["pairs"] + row["valid_pairs"])
         assert pre["rc"] == 0 and pre["peak_rss_mb"] > 0 and pre["lines_per_s"] > 0 and pre["wall_s"] > 0
-        assert pre["modules"]["seqkit.preprocess"] == str(ROOT / "seqkit" / "preprocess" / "__init__.py")
+        assert pre["modules"]["seqkit.preprocess"] == installed  # this interpreter's seqkit, not another's
         assert pre["modules"]["elsewhere"] == []
         assert train["rc"] == 0 and 0 < train["first_update_s"] <= train["wall_s"] and train["peak_rss_mb"] > 0
         assert batching["rc"] == 0 and batching["pairs"] == row["pairs"] and batching["batches"] > 0
