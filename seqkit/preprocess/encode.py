@@ -129,7 +129,7 @@ class PieceIds:
         per_word = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) // 4  # (w,)
         ends = np.cumsum(spaces + 1)  # (n,) words so far: a line of k spaces holds k + 1 words
         total = np.concatenate([[0], np.cumsum(per_word)])  # (w + 1,) ids so far
-        sizes = (total[ends] - total[ends - np.diff(ends, prepend=0)]).astype(np.int32)
+        sizes = np.diff(total[ends], prepend=0).astype(np.int32)  # (n,) ids per line
         return np.frombuffer(b"".join(ids), dtype=np.int32).copy(), sizes
 
     def _keep_surfaces(self, lines: List[str], sizes: np.ndarray, flat: np.ndarray) -> None:
