@@ -18,6 +18,8 @@ import logging
 import random
 from typing import Dict, List, Set, Tuple
 
+import numpy as np
+
 from seqkit.core.errors import SeqkitError
 from seqkit.data.labelled_text import LabelledSplit
 
@@ -32,13 +34,19 @@ def subset(split: LabelledSplit, idx: List[int]) -> LabelledSplit:
                          [split.lines[i] for i in idx] if split.lines else [], split.label_path)
 
 
-def pick(n: int, share: float, seed: int, what: str) -> Set[int]:
-    """round(share x n) of range(n), picked by ``seed``."""
+def held_rows(n: int, share: float, seed: int, what: str) -> np.ndarray:
+    """round(share x n) of range(n), picked by ``seed``: ``(k,)`` int64, sorted (the streamed
+    classification holds these, not a set of millions of ints)."""
     k = round(share * n)
     if not 0 < k < n:
         raise SeqkitError(f"carve_valid={share} holds out {k} of {n} training {what}: choose a share that "
                           "leaves both splits non-empty")
-    return set(random.Random(seed).sample(range(n), k))
+    return np.sort(np.fromiter(random.Random(seed).sample(range(n), k), dtype=np.int64, count=k))
+
+
+def pick(n: int, share: float, seed: int, what: str) -> Set[int]:
+    """:func:`held_rows` as a set."""
+    return set(held_rows(n, share, seed, what).tolist())
 
 
 def carve_examples(train: LabelledSplit, share: float, seed: int) -> Tuple[LabelledSplit, LabelledSplit, Dict]:

@@ -94,7 +94,7 @@ TASK_SETTINGS = {
     "nwordstgt": (("translation",), "the target dictionary's size"),
     "skip_empty": (("translation",), "dropping training pairs with an empty side (a language model keeps "
                                      "every line)"),
-    "workers": (("translation", "language_modeling"), "processes that binarize a text stream"),
+    "workers": (("translation", "language_modeling", "classification"), "processes that binarize a text stream"),
     "shards": (("translation", "language_modeling"), "training text cut into shard folders"),
 }
 

@@ -26,7 +26,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain, islice, repeat
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -200,19 +200,21 @@ def encode_range(task: Range) -> RangeResult:
                        {lang: t.counts if task.train else None for lang, t in tables.items()}, words)
 
 
-def run_ranges(tasks: List[Range], workers: int, toks: Dict[str, Tokenizer]) -> List[RangeResult]:
-    """:func:`encode_range` over ``tasks``, results in task order: here (workers=1) or in a pool."""
+def run_ranges(tasks: List[Any], workers: int, toks: Dict[str, Tokenizer],
+               fn: Callable[[Any], Any] = encode_range) -> List[Any]:
+    """``fn`` (:func:`encode_range`, or classification's rows) over ``tasks``, results in task order:
+    here (workers=1) or in a pool whose workers see ``toks`` in ``_TOKENIZERS``."""
     _TOKENIZERS.clear()
     _TOKENIZERS.update(toks)
     if workers == 1 or len(tasks) <= 1:
-        return [encode_range(t) for t in tasks]
+        return [fn(t) for t in tasks]
     if "fork" in mp.get_all_start_methods():
         ctx, args = mp.get_context("fork"), ()
     else:  # pragma: no cover - no fork (Windows): rebuild from plain states
         ctx, args = mp.get_context("spawn"), ({k: t.state_dict() for k, t in toks.items()},)
     pool = ctx.Pool(min(workers, len(tasks)), _init_worker, args)
     try:
-        results = pool.map(encode_range, tasks, chunksize=1)
+        results = pool.map(fn, tasks, chunksize=1)
         pool.close()  # the workers end on their own (terminate's SIGTERM could come while one blocks)
         return results
     except BaseException:

@@ -10,6 +10,11 @@ Output folder (read by :mod:`seqkit.tasks.classification`):
 Layout of an example: ``<s> a ... </s>`` or ``<s> a ... </s> b ... </s>``. Tagging splits each word
 into pieces on its own; the word's tag goes on its first piece (see
 :mod:`seqkit.data.labelled_dataset` for how labels are stored).
+
+``task=classification`` streams (:mod:`seqkit.preprocess.labelled_stream`: memory flat in the
+corpus size, ``workers`` processes). In memory still: ``task=tagging`` (a CoNLL sentence spans
+lines, so line ranges do not cut it into rows) and ``carve_unit=sentence`` (it compares every row's
+spans with every other row's).
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
+
+import numpy as np
 
 from seqkit.core.config import to_plain
 from seqkit.core.errors import SeqkitError
@@ -28,9 +36,11 @@ from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import write_dataset
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START, encode_example
 from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
-from seqkit.preprocess.carve import carve
+from seqkit.preprocess.carve import carve, held_rows
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
+from seqkit.preprocess.labelled_stream import (KEY, KeptTexts, build_dictionary, check_known, check_source, encode_all,
+                                               kept_labels, merge, plan)
 
 log = logging.getLogger("seqkit.preprocess")
 
@@ -41,13 +51,19 @@ def as_list(value: Any) -> List[str]:
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
-def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
-    """({split: examples}, what carve_valid did: {} when nothing was carved)."""
+def text_columns(cfg: Any) -> List[str]:
+    """The text columns (a classification setting), after checking trainpref is given."""
     if not cfg.trainpref:
         raise SeqkitError("trainpref is required (a TSV file, or a CoNLL file for task=tagging)")
     columns = as_list(cfg.text_columns)
     if cfg.task == "classification" and not 1 <= len(columns) <= 2:
         raise SeqkitError(f"text_columns names {len(columns)} columns; classification takes 1 (a sentence) or 2 (a pair)")
+    return columns
+
+
+def read_splits(cfg: Any) -> Tuple[Dict[str, LabelledSplit], Dict[str, Any]]:
+    """({split: examples}, what carve_valid did: {} when nothing was carved)."""
+    columns = text_columns(cfg)
     data, carved = {}, {}
     for split, pref in split_names(cfg):
         if cfg.task == "tagging":
@@ -74,6 +90,16 @@ def label_set(train: LabelledSplit) -> List[str]:
 
 
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
+    """task=classification streamed; tagging and carve_unit=sentence in memory (see the module doc)."""
+    if cfg.task == "classification" and not (cfg.carve_valid > 0 and cfg.carve_unit == "sentence"):
+        return preprocess_classification(cfg, tok_cfg, dest)
+    if cfg.workers > 1:
+        raise SeqkitError(f"workers={cfg.workers}: carve_unit=sentence reads every row in memory, in one process "
+                          "(it compares each row's phrases with every other row's): drop workers")
+    return preprocess_in_memory(cfg, tok_cfg, dest)
+
+
+def preprocess_in_memory(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
     t_start = time.perf_counter()
     per_token = cfg.task == "tagging"
     data, carved = read_splits(cfg)
@@ -133,20 +159,88 @@ def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
                               "".join((" " if per_token else "\t").join(t) + "\n" for t in sp.texts))
             stats[split] = {"examples": len(sp.texts), "labelled": sp.labels is not None, "tokens": ntok,
                             "unk_pct": round(100.0 * nunk / max(ntok, 1), 3)}
-            log.info("%s: %d examples%s, %d tokens with <s>/</s>, %.2f%% replaced by %s", split, len(sp.texts),
-                     "" if sp.labels is not None else " (no labels)", ntok, stats[split]["unk_pct"], UNK)
-        meta = {
-            "task": cfg.task,
-            "pairs": pairs,
-            "labels": labels,
-            "tokenizer": to_plain(tok_cfg),
-            "vocab_from": cfg.vocab_from,
-            "splits": {split: len(sp.texts) for split, sp in data.items()},
-            "carved": carved or None,
-            "stats": stats,
-        }
-        atomic_write_text(os.path.join(out, "preprocess.json"), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+            _log_split(split, stats[split])
+        write_meta(out, cfg, pairs, labels, tok_cfg, stats, carved)
+    return _done(t_start, d, labels, stats, dest)
+
+
+def _log_split(split: str, st: Dict[str, Any]) -> None:
+    log.info("%s: %d examples%s, %d tokens with <s>/</s>, %.2f%% replaced by %s", split, st["examples"],
+             "" if st["labelled"] else " (no labels)", st["tokens"], st["unk_pct"], UNK)
+
+
+def write_meta(out: str, cfg: Any, pairs: bool, labels: List[str], tok_cfg: Any, stats: Dict[str, Any],
+               carved: Dict[str, Any]) -> None:
+    meta = {
+        "task": cfg.task,
+        "pairs": pairs,
+        "labels": labels,
+        "tokenizer": to_plain(tok_cfg),
+        "vocab_from": cfg.vocab_from,
+        "splits": {split: st["examples"] for split, st in stats.items()},
+        "carved": carved or None,
+        "stats": stats,
+    }
+    atomic_write_text(os.path.join(out, "preprocess.json"), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+
+
+def _done(t_start: float, d: Dictionary, labels: List[str], stats: Dict[str, Any], dest: str) -> Dict[str, Any]:
     seconds = time.perf_counter() - t_start
     log.info("dictionary: %d types; labels: %s; %.1fs -> %s", len(d), ", ".join(labels[:20]) +
              (" ..." if len(labels) > 20 else ""), seconds, dest)
     return {"splits": stats, "dictionary": {"input": len(d)}, "labels": labels, "seconds": round(seconds, 3)}
+
+
+def preprocess_classification(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
+    """task=classification, streamed (:mod:`seqkit.preprocess.labelled_stream`): the folder
+    :func:`preprocess_in_memory` writes, byte for byte."""
+    t_start = time.perf_counter()
+    columns = text_columns(cfg)
+    with sigterm_as_exit(), staged_dir(dest, cfg.overwrite) as out:
+        work = os.path.join(out, ".work")  # the workers' files and .gz inputs' plain copies
+        os.makedirs(work)
+        sources = {split: check_source(split, pref, columns, cfg.label_column, work)
+                   for split, pref in split_names(cfg)}
+        train = sources["train"]
+        if train.labels is None:
+            raise SeqkitError(f"{train.path}: the training split has no labels (column {cfg.label_column!r})")
+        held, carved = np.zeros(0, dtype=np.int64), {}
+        if cfg.carve_valid > 0:
+            held = held_rows(train.rows, cfg.carve_valid, cfg.carve_seed, "examples")
+            log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid",
+                     cfg.carve_valid, cfg.carve_seed, len(held), train.rows)
+            carved = {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit,
+                      "from": train.path}
+        labels, label_counts = kept_labels(train, held)
+        for split, src in sources.items():
+            if split != "train":
+                check_known(src, split, labels)
+        rows = {"train": train.rows - len(held), **({"valid": len(held)} if carved else {}),
+                **{split: src.rows for split, src in sources.items() if split != "train"}}
+        pairs = len(columns) == 2
+        log.info("read %s: %s", ", ".join(f"{s} {n}" for s, n in rows.items()),
+                 f"{len(labels)} labels" + (" (sentence pairs)" if pairs else ""))
+
+        pretrained = pretrained_vocabulary(cfg.vocab_from) if cfg.vocab_from else None
+        if pretrained is not None:
+            tok, d = pretrained
+            tok_cfg = tok.cfg
+        else:  # each sentence of a pair on a line of its own
+            tok = train_tokenizers(tok_cfg, True, [KEY], KeptTexts(train, held, len(columns)))[KEY]
+        tasks = plan(sources, held, {x: i for i, x in enumerate(labels)}, cfg.workers, work, pretrained is None)
+        results = encode_all(tasks, cfg.workers, tok)
+        if pretrained is None:
+            d = build_dictionary(tok, results, cfg.thresholdsrc, cfg.nwordssrc)
+        d.save(os.path.join(out, "dict.input.txt"))
+        save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
+        atomic_write_text(os.path.join(out, "dict.label.txt"), "".join(f"{x} {label_counts[x]}\n" for x in labels))
+        stats = {}
+        for split in rows:
+            part = "held" if carved and split == "valid" else "kept"
+            src = sources["train" if part == "held" else split]
+            parts = [(t, r, part) for t, r in zip(tasks, results) if t.split == src.name]
+            stats[split] = merge(out, split, parts, tok, d, len(labels) if src.labels is not None else None)
+            _log_split(split, stats[split])
+        shutil.rmtree(work)
+        write_meta(out, cfg, pairs, labels, tok_cfg, stats, carved)
+    return _done(t_start, d, labels, stats, dest)

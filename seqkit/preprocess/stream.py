@@ -22,7 +22,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, List, Optional
+from typing import BinaryIO, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -118,12 +118,21 @@ class _Scanner:
         self.pos += len(chunk)
 
 
-def scan_file(source: str, copy_to: Optional[str], want_blank: bool) -> Scan:
+def scan_file(source: str, copy_to: Optional[str], want_blank: bool,
+              on_lines: Optional[Callable[[bytes, bool], None]] = None) -> Scan:
     """The check pass over one file: UTF-8, line lengths, line count, offsets (and blank lines if
-    ``want_blank``); a ``.gz`` file's bytes are written to ``copy_to`` as they are read."""
+    ``want_blank``); a ``.gz`` file's bytes are written to ``copy_to`` as they are read.
+    ``on_lines(block, unterminated)``, if given, sees each block of whole lines before it is checked
+    (classification parses its rows there: :mod:`seqkit.preprocess.labelled_stream`)."""
     gz = source.endswith(".gz")
     scan = Scan(source, copy_to if gz else source)
     scanner = _Scanner(scan, want_blank)
+
+    def feed(chunk: bytes, unterminated: bool = False) -> None:
+        if on_lines is not None:
+            on_lines(chunk, unterminated)
+        scanner.feed(chunk, unterminated)
+
     try:
         with (gzip.open(source, "rb") if gz else open(source, "rb")) as f, \
                 (open(copy_to, "wb") if gz else contextlib.nullcontext()) as copy:
@@ -134,12 +143,12 @@ def scan_file(source: str, copy_to: Optional[str], want_blank: bool) -> Scan:
                 data = tail + block
                 cut = data.rfind(b"\n") + 1
                 if cut:
-                    scanner.feed(data[:cut])
+                    feed(data[:cut])
                 tail = data[cut:]
                 if len(tail) > MAX_LINE_BYTES:
                     raise _too_long(source, scan.lines + 1)
             if tail:
-                scanner.feed(tail + b"\n", unterminated=True)
+                feed(tail + b"\n", True)
     except (OSError, EOFError) as e:
         raise SeqkitError(f"{source}: cannot read ({e})") from None
     return scan

@@ -1,0 +1,504 @@
+"""``seqkit-preprocess task=classification``, streamed (issue 63): the folder the in-memory reader
+wrote, byte for byte, in memory flat in the corpus size; each row encoded once.
+
+**read**: the check pass of :mod:`seqkit.preprocess.stream` (UTF-8, a line at most 1 MB, line
+counts, offsets) parses the rows of each block as it goes (:class:`TsvRows`, :class:`LabelLines`),
+with the checks and messages of :mod:`seqkit.data.labelled_text`, and keeps per split its rows,
+the lines that hold none (a TSV's header and blank lines), each label's first line and, for train,
+a label code per row (a byte while there are under 256 labels) -> **carve**: carve_valid's rows,
+``random.Random(seed).sample(range(n), k)`` as before, held as a sorted array -> **labels**: those of
+the rows train keeps, sorted; one another split has that train lacks is refused -> **learn the
+tokenizer** on a seeded sample of the training texts -> **encode** each row once in ``workers``
+processes over line ranges (:func:`encode_rows`: provisional ids as
+:class:`seqkit.preprocess.encode.PieceIds` numbers them, the carved rows apart) -> the
+**dictionary** from the kept rows' counts -> **binarize**: each split's parts remapped and merged in
+file order, with its labels and its text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from seqkit.core.errors import SeqkitError
+from seqkit.data.dictionary import Dictionary
+from seqkit.data.indexed_dataset import dtype_for_vocab, write_index
+from seqkit.data.labelled_dataset import FIRST_TAG
+from seqkit.data.labelled_text import BOM, resolve_path
+from seqkit.preprocess.encode import _TOKENIZERS, BATCH_LINES, REMAP_CHUNK, PieceIds, _read_lines, run_ranges
+from seqkit.preprocess.stream import MAX_LINE_BYTES, Scan, Split, cuts, lines_of_ranks, scan_file
+from seqkit.tokenizers import Tokenizer
+
+KEY = "input"  # the tokenizer's "language" (encode's _TOKENIZERS key)
+
+
+# ---------------------------------------------------------------------------------- check pass
+
+
+def _readable(chunk: bytes) -> str:
+    """The text of ``chunk``'s lines before the first one the scanner refuses (longer than 1 MB, or
+    not UTF-8): those rows are parsed first, so their errors come first, as line by line."""
+    arr = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero(arr == 10)  # (n,)
+    starts = np.concatenate(([0], ends[:-1] + 1))  # (n,)
+    long = np.flatnonzero(ends - starts > MAX_LINE_BYTES)
+    cut = int(starts[long[0]]) if len(long) else len(chunk)
+    try:
+        return chunk[:cut].decode("utf-8")
+    except UnicodeDecodeError as e:
+        return chunk[:chunk.rfind(b"\n", 0, e.start) + 1].decode("utf-8")
+
+
+def _lines(chunk: bytes) -> List[str]:
+    """The lines of a block as ``read_lines`` gives them (without ``\\r``/``\\n`` ends)."""
+    text = _readable(chunk)
+    lines = text.split("\n")[:-1]  # the text ends in "\n"
+    return [line.rstrip("\r") for line in lines] if "\r" in text else lines
+
+
+class Labels:
+    """A split's labels as the check pass meets them: a code per distinct label (in order seen), its
+    first line and, with ``per_row``, each row's code."""
+
+    def __init__(self, per_row: bool):
+        self.code: Dict[str, int] = {}
+        self.first: Dict[str, int] = {}
+        self.parts: Optional[List[np.ndarray]] = [] if per_row else None
+
+    def add(self, labels: List[str], lines: List[int]) -> None:
+        code, first = self.code, self.first
+        codes = []
+        for label, lineno in zip(labels, lines):
+            c = code.get(label)
+            if c is None:
+                c = code[label] = len(code)
+                first[label] = lineno
+            codes.append(c)
+        if self.parts is not None and codes:
+            self.parts.append(np.array(codes, dtype=np.uint8 if len(code) <= 256 else np.int32))
+
+    def seen(self) -> List[str]:
+        """Labels by code."""
+        return list(self.code)
+
+    def codes(self) -> np.ndarray:
+        """(rows,) each row's label code."""
+        assert self.parts is not None
+        return np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.uint8)
+
+
+class TsvRows:
+    """``on_lines`` of a TSV's check pass: the header, then every row as ``_read_tsv`` checked it."""
+
+    def __init__(self, path: str, text_columns: List[str], label_column: str, per_row: bool):
+        self.path, self.columns, self.label_column = path, text_columns, label_column
+        self.lineno = self.rows = 0
+        self.header: Optional[List[str]] = None
+        self.text_idx: List[int] = []
+        self.label_idx: Optional[int] = None
+        self.labels = Labels(per_row)
+
+    def _read_header(self, line: str) -> None:
+        header = self.header = line.lstrip(BOM).split("\t")
+        missing = [c for c in self.columns if c not in header]
+        if missing:
+            raise SeqkitError(f"{self.path}:1: no column {', '.join(repr(c) for c in missing)} in the header "
+                              f"(columns: {', '.join(header)}); set text_columns=[...]")
+        self.text_idx = [header.index(c) for c in self.columns]
+        self.label_idx = header.index(self.label_column) if self.label_column in header else None
+
+    def __call__(self, chunk: bytes, unterminated: bool) -> None:
+        lines = _lines(chunk)
+        if self.header is None and lines:
+            self.lineno += 1
+            self._read_header(lines.pop(0))
+        assert self.header is not None or not lines
+        width, path, pair = len(self.header or []), self.path, len(self.columns) > 1
+        labels, label_lines = [], []
+        for line in lines:
+            self.lineno += 1
+            if not line.strip():
+                continue  # a trailing blank line is common in TSV dumps
+            cols = line.split("\t")
+            if len(cols) != width:
+                raise SeqkitError(f"{path}:{self.lineno}: {len(cols)} tab-separated columns, the header has {width}")
+            for name, i in zip(self.columns, self.text_idx):
+                if not cols[i].strip():
+                    raise SeqkitError(f"{path}:{self.lineno}: empty {name!r}" +
+                                      (" (a sentence pair needs both sentences)" if pair else ""))
+            self.rows += 1
+            if self.label_idx is not None:
+                label = cols[self.label_idx].strip()
+                if not label:
+                    raise SeqkitError(f"{path}:{self.lineno}: empty label in column {self.label_column!r}")
+                labels.append(label)
+                label_lines.append(self.lineno)
+        self.labels.add(labels, label_lines)
+
+    def finish(self) -> None:
+        if self.header is None:
+            raise SeqkitError(f"{self.path}: empty file (expected a header line naming the columns)")
+        if not self.rows:
+            raise SeqkitError(f"{self.path}: no examples after the header")
+
+
+class LabelLines:
+    """``on_lines`` of a ``{pref}.label`` file's check pass: a label a line."""
+
+    def __init__(self, per_row: bool):
+        self.lineno = 0
+        self.labels = Labels(per_row)
+
+    def __call__(self, chunk: bytes, unterminated: bool) -> None:
+        lines = [line.strip() for line in _lines(chunk)]
+        self.labels.add(lines, list(range(self.lineno + 1, self.lineno + 1 + len(lines))))
+        self.lineno += len(lines)
+
+
+@dataclass
+class Layout:
+    """How a row's lines become its texts and label: a TSV line's columns, or one line of each file
+    (``input0`` [``input1``] [``label``])."""
+
+    tsv: bool
+    text_idx: List[int]  # TSV: the text columns
+    label_idx: Optional[int]  # TSV: the label column; plain: the label file's position (None: unlabelled)
+
+    def parse(self, cols: List[List[str]]) -> Tuple[List[Tuple[str, ...]], Optional[List[str]]]:
+        """(texts, labels) of the rows whose lines are ``cols`` (one list per file)."""
+        if self.tsv:
+            rows = [line.split("\t") for line in cols[0]]
+            labels = None if self.label_idx is None else [r[self.label_idx].strip() for r in rows]
+            return [tuple(r[i].strip() for i in self.text_idx) for r in rows], labels
+        labels = None if self.label_idx is None else [x.strip() for x in cols[self.label_idx]]
+        return list(zip(*[[t.strip() for t in cols[i]] for i in self.text_idx])), labels
+
+
+@dataclass
+class Source:
+    """One split's inputs, checked: its files (a :class:`Split`: role -> :class:`Scan`; ``dropped``
+    = the lines that hold no row), how rows are read, and its labels."""
+
+    name: str
+    path: str  # the file messages and preprocess.json name
+    label_path: str  # the file messages on labels name
+    split: Split
+    layout: Layout
+    labels: Optional[Labels]  # None: an unlabelled split
+
+    @property
+    def rows(self) -> int:
+        return self.split.kept()
+
+    def line_of(self, row: int) -> int:
+        """1-based line number of ``row`` (0-based) in its file."""
+        return int(lines_of_ranks(np.array([row]), self.split.dropped)[0]) + 1
+
+
+def _check_tsv(name: str, path: str, columns: List[str], label_column: str, work: str) -> Source:
+    rows = TsvRows(path, columns, label_column, per_row=name == "train")
+    scan = scan_file(path, os.path.join(work, f"{name}.tsv"), True, rows)
+    rows.finish()
+    dropped = np.union1d(np.zeros(1, dtype=np.int64), np.asarray(scan.blank, dtype=np.int64))  # header, blanks
+    split = Split(name, {"tsv": scan}, scan.lines, dropped)
+    assert split.kept() == rows.rows
+    labelled = rows.label_idx is not None
+    return Source(name, path, path, split, Layout(True, rows.text_idx, rows.label_idx),
+                  rows.labels if labelled else None)
+
+
+def _check_plain(name: str, pref: str, n_inputs: int, work: str) -> Source:
+    names = [pref + ".input"] if n_inputs == 1 and not os.path.isfile(pref + ".input0") else \
+        [f"{pref}.input{i}" for i in range(n_inputs)]
+    if n_inputs == 1 and os.path.isfile(pref + ".input1"):  # else the second sentences would be dropped silently
+        raise SeqkitError(f"{pref}.input1 exists: sentence pairs need two text_columns (text_columns=[input0,input1])")
+    scans: Dict[str, Scan] = {}
+    for i, path in enumerate(names):
+        if not os.path.isfile(path):
+            raise SeqkitError(f"file not found: {path} (text_columns names {n_inputs} inputs)")
+        scans[f"input{i}"] = scan_file(path, os.path.join(work, f"{name}.input{i}"), True)
+    label_path = pref + ".label"
+    labels = LabelLines(per_row=name == "train") if os.path.isfile(label_path) else None
+    if labels is not None:
+        scans["label"] = scan_file(label_path, os.path.join(work, f"{name}.label"), True, labels)
+    first = scans["input0"].lines
+    for path, scan in zip(names[1:] + [label_path], list(scans.values())[1:]):
+        if scan.lines != first:
+            raise SeqkitError(f"line counts differ: {names[0]} has {first} lines, {path} has {scan.lines}")
+    blanks = [(scan.blank[0], k) for k, scan in enumerate(scans.values()) if scan.blank]
+    if blanks:  # the first empty line, row by row: its texts, then its label
+        line, k = min(blanks)
+        if k < len(names):
+            raise SeqkitError(f"{names[k]}:{line + 1}: empty line" +
+                              (" (a sentence pair needs both sentences)" if n_inputs > 1 else ""))
+        raise SeqkitError(f"{label_path}:{line + 1}: empty label")
+    if not first:
+        raise SeqkitError(f"{names[0]}: no examples")
+    split = Split(name, scans, first, np.zeros(0, dtype=np.int64))
+    return Source(name, names[0], label_path, split,
+                  Layout(False, list(range(n_inputs)), n_inputs if labels is not None else None),
+                  labels.labels if labels is not None else None)
+
+
+def check_source(name: str, pref: str, columns: List[str], label_column: str, work: str) -> Source:
+    """The check pass over one split: a TSV with a header (``pref``, ``pref.tsv``), or GLUE's plain
+    files ``pref.input0`` [``pref.input1``] + ``pref.label`` (see ``read_classification``)."""
+    if os.path.isfile(pref) or os.path.isfile(pref + ".tsv"):
+        return _check_tsv(name, resolve_path(pref, [".tsv"]), columns, label_column, work)
+    if os.path.isfile(pref + ".input0") or os.path.isfile(pref + ".input"):
+        return _check_plain(name, pref, len(columns), work)
+    raise SeqkitError(f"file not found: {pref} (tried {pref}, {pref}.tsv, {pref}.input0 + {pref}.label)")
+
+
+def kept_labels(train: Source, held: np.ndarray) -> Tuple[List[str], Dict[str, int]]:
+    """(the labels of the rows train keeps, sorted; label -> its count there). A label that only
+    carved rows have is refused, naming the first such row, as the carved split's check did."""
+    assert train.labels is not None
+    seen, codes = train.labels.seen(), train.labels.codes()
+    held_codes = codes[held]  # (k,)
+    kept = np.bincount(codes, minlength=len(seen)) - np.bincount(held_codes, minlength=len(seen))  # (labels,)
+    labels = sorted(seen[c] for c in np.flatnonzero(kept).tolist())
+    alone = np.flatnonzero(kept[held_codes] == 0)
+    if len(alone):
+        j = int(alone[0])
+        raise SeqkitError(f"{train.label_path}:{train.line_of(int(held[j]))}: label {seen[held_codes[j]]!r} in valid "
+                          f"never occurs in train (train has: {', '.join(labels)})")
+    return labels, {seen[c]: int(kept[c]) for c in np.flatnonzero(kept).tolist()}
+
+
+def check_known(src: Source, name: str, known: List[str]) -> None:
+    """A label of ``src`` that train lacks: one line naming its first row (``check_known_labels``)."""
+    if src.labels is None:
+        return
+    known_set = set(known)
+    unknown = [label for label in src.labels.first if label not in known_set]
+    if unknown:
+        label = min(unknown, key=src.labels.first.__getitem__)
+        raise SeqkitError(f"{src.label_path}:{src.labels.first[label]}: label {label!r} in {name} never occurs in "
+                          f"train (train has: {', '.join(known)})")
+
+
+# ------------------------------------------------------------------------------------- reading rows
+
+
+@dataclass
+class Rows:
+    """Lines ``[a, a + count)`` of a split's files, as rows: ``files`` (path, byte offset of line a)
+    per file; ``drop``: the numbers (0 = line a) of the lines that hold no row; ``first_row``: the
+    number of the first row there."""
+
+    files: List[Tuple[str, int]]
+    count: int
+    drop: np.ndarray
+    first_row: int
+    layout: Layout
+
+
+def rows_of(src: Source, a: int, b: int) -> Rows:
+    dropped = src.split.dropped
+    lo, hi = np.searchsorted(dropped, a), np.searchsorted(dropped, b)
+    return Rows([(s.path, s.offset(a)) for s in src.split.scans.values()], b - a, dropped[lo:hi] - a,
+                int(a - lo), src.layout)
+
+
+def row_batches(rows: Rows) -> Iterator[Tuple[int, List[Tuple[str, ...]], Optional[List[str]]]]:
+    """(number of the first row, texts, labels or None) of each batch of up to ``BATCH_LINES`` lines."""
+    files = []
+    try:
+        for path, offset in rows.files:
+            files.append(open(path, "rb"))
+            files[-1].seek(offset)
+        row = rows.first_row
+        for start in range(0, rows.count, BATCH_LINES):
+            n = min(BATCH_LINES, rows.count - start)
+            cols = [_read_lines(f, n) for f in files]
+            gone = rows.drop[np.searchsorted(rows.drop, start):np.searchsorted(rows.drop, start + n)] - start
+            if len(gone):
+                keep = np.setdiff1d(np.arange(len(cols[0])), gone).tolist()
+                cols = [[col[i] for i in keep] for col in cols]
+            texts, labels = rows.layout.parse(cols)
+            yield row, texts, labels
+            row += len(texts)
+    finally:
+        for f in files:
+            f.close()
+
+
+class KeptTexts:
+    """:class:`seqkit.preprocess.common.TrainText` over the texts of the rows train keeps, each
+    text of a pair on a line of its own (what the tokenizer learns from)."""
+
+    def __init__(self, train: Source, held: np.ndarray, width: int):
+        self.train, self.held, self.width = train, held, width
+        self.pairs = (train.rows - len(held)) * width
+
+    def write(self, lang: str, ranks: Optional[np.ndarray], path: str) -> None:
+        done = 0  # texts of kept rows so far
+        with open(path, "wb") as out:
+            for row, texts, _ in row_batches(rows_of(self.train, 0, self.train.split.lines)):
+                h = set((self.held[np.searchsorted(self.held, row):np.searchsorted(self.held, row + len(texts))]
+                         - row).tolist())
+                flat = [t for i, row_texts in enumerate(texts) if i not in h for t in row_texts]
+                if ranks is not None:
+                    at = ranks[np.searchsorted(ranks, done):np.searchsorted(ranks, done + len(flat))] - done
+                    done += len(flat)
+                    flat = [flat[i] for i in at.tolist()]
+                if flat:
+                    out.write(("\n".join(flat) + "\n").encode("utf-8"))
+
+
+# ----------------------------------------------------------------------------------------- encoding
+
+
+@dataclass
+class RowRange:
+    """One worker's rows: ``rows``; ``held``, the numbers of those carve_valid holds out (sorted);
+    ``label_id`` (None: no labels); its files PREFIX.{kept,held}.{ids,len,lab,txt}."""
+
+    split: str
+    rows: Rows
+    held: np.ndarray
+    label_id: Optional[Dict[str, int]]
+    prefix: str
+    count: bool  # count the kept rows' pieces (the dictionary is built from these)
+
+
+@dataclass
+class RowResult:
+    pieces: List[str]  # the pieces numbered past the tokenizer's own ids
+    counts: Optional[np.ndarray]  # count per provisional id (kept rows, when counted)
+    rows: Dict[str, int] = field(default_factory=dict)  # part -> rows written
+
+
+PARTS = ("kept", "held")
+BOS = -1  # provisional id of <s>: the last entry of the merge's lookup table
+
+
+def _write_part(table: PieceIds, texts: List[Tuple[str, ...]], labels: Optional[List[str]], task: RowRange,
+                files: Dict[str, Any], count: bool) -> None:
+    """Provisional ids ``<s> a </s> [b </s>]`` of each row, its size, label id and text line."""
+    width = len(texts[0])
+    ids, sizes = table.encode([t for row in texts for t in row], count)  # each text's ids and its end
+    per_row = sizes.reshape(-1, width).sum(axis=1, dtype=np.int64)  # (m,) without <s>
+    ids = np.insert(ids, np.cumsum(per_row) - per_row, BOS)
+    files["ids"].write(ids.astype(np.int32).tobytes())
+    files["len"].write((per_row + 1).astype(np.int32).tobytes())
+    if labels is not None and task.label_id is not None:
+        files["lab"].write(np.array([task.label_id[x] for x in labels], dtype=np.int32).tobytes())
+    files["txt"].write("".join("\t".join(row) + "\n" for row in texts).encode("utf-8"))
+
+
+def encode_rows(task: RowRange) -> RowResult:
+    """Encode one range's rows once (the worker's side; see the module doc)."""
+    table = PieceIds(_TOKENIZERS[KEY])
+    files = {part: {ext: open(f"{task.prefix}.{part}.{ext}", "wb") for ext in ("ids", "len", "lab", "txt")}
+             for part in PARTS}
+    written = dict.fromkeys(PARTS, 0)
+    try:
+        for row, texts, labels in row_batches(task.rows):
+            held = np.zeros(len(texts), dtype=bool)
+            held[task.held[np.searchsorted(task.held, row):np.searchsorted(task.held, row + len(texts))] - row] = True
+            for part, take in zip(PARTS, (np.flatnonzero(~held).tolist(), np.flatnonzero(held).tolist())):
+                if take:
+                    _write_part(table, [texts[i] for i in take], None if labels is None else [labels[i] for i in take],
+                                task, files[part], task.count and part == "kept")
+                    written[part] += len(take)
+    finally:
+        for by_ext in files.values():
+            for f in by_ext.values():
+                f.close()
+    return RowResult(table.pieces, table.counts if task.count else None, written)
+
+
+def plan(sources: Dict[str, Source], held: np.ndarray, label_id: Dict[str, int], workers: int, work: str,
+         count: bool) -> List[RowRange]:
+    """Each split's lines cut into up to ``workers`` ranges (at offsets a worker can seek), in order."""
+    tasks: List[RowRange] = []
+    for src in sources.values():
+        cut = cuts(src.split, workers, 1)[0]
+        for a, b in zip(cut, cut[1:]):
+            rows = rows_of(src, a, b)
+            last = rows.first_row + src.split.kept(a, b)
+            mine = held[np.searchsorted(held, rows.first_row):np.searchsorted(held, last)] if src.name == "train" \
+                else held[:0]
+            tasks.append(RowRange(src.name, rows, mine, label_id if src.labels is not None else None,
+                                  os.path.join(work, f"{src.name}.{len(tasks)}"), count and src.name == "train"))
+    return tasks
+
+
+def encode_all(tasks: List[RowRange], workers: int, tok: Tokenizer) -> List[RowResult]:
+    return run_ranges(tasks, workers, {KEY: tok}, encode_rows)
+
+
+def _base_pieces(tok: Tokenizer) -> List[str]:
+    return tok.id_pieces() if PieceIds(tok).fast else []
+
+
+def build_dictionary(tok: Tokenizer, results: List[RowResult], threshold: int, nwords: int) -> Dictionary:
+    """The dictionary of the kept training rows' pieces, as counting every text with the tokenizer
+    did; the pieces it can emit that training never did get an id too (count 0)."""
+    base = _base_pieces(tok)
+    base_counts = np.zeros(1 + len(base), dtype=np.int64)
+    counts: Counter = Counter()
+    for res in results:
+        if res.counts is None:
+            continue
+        base_counts += res.counts[: 1 + len(base)]
+        for piece, n in zip(res.pieces, res.counts[1 + len(base):].tolist()):
+            counts[piece] += n
+    for i in np.flatnonzero(base_counts[1:]).tolist():
+        counts[base[i]] += int(base_counts[1 + i])
+    for piece in getattr(tok, "vocab_pieces", list)():
+        counts.setdefault(piece, 0)
+    return Dictionary.build(counts, threshold=threshold, nwords=nwords)
+
+
+def _int32(path: str) -> np.ndarray:
+    return np.memmap(path, dtype=np.int32, mode="r") if os.path.getsize(path) else np.zeros(0, np.int32)
+
+
+def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], tok: Tokenizer, d: Dictionary,
+          n_labels: Optional[int]) -> Dict[str, Any]:
+    """``{split}.input.bin/.idx``, ``{split}.label.bin/.idx`` (``n_labels`` given) and
+    ``{split}.text.txt`` from ``parts`` (range, result, part) in order; their files removed. The
+    split's stats as preprocess.json holds them."""
+    dtype, label_dtype = dtype_for_vocab(len(d)), dtype_for_vocab((n_labels or 0) + FIRST_TAG)
+    base = np.array([d.indices.get(p, d.unk_index) for p in _base_pieces(tok)], dtype=np.int64)
+    sizes, unk = [], 0
+    prefix = os.path.join(out, split)
+    with open(f"{prefix}.input.bin", "wb") as f_bin, open(f"{prefix}.text.txt", "wb") as f_txt, \
+            open(f"{prefix}.label.bin", "wb") as f_lab:
+        for task, res, part in parts:
+            extra = [d.indices.get(p, d.unk_index) for p in res.pieces]
+            # provisional id -> final id: 0 (end) -> </s>, the model's ids, the other pieces, -1 -> <s>
+            lut = np.concatenate([[d.eos_index], base, extra, [d.bos_index]]).astype(dtype)
+            name = f"{task.prefix}.{part}"
+            with open(f"{name}.ids", "rb") as f:
+                while block := f.read(4 * REMAP_CHUNK):
+                    final = lut[np.frombuffer(block, dtype=np.int32)]
+                    unk += int(np.count_nonzero(final == d.unk_index))
+                    f_bin.write(final.tobytes())
+            with open(f"{name}.lab", "rb") as f:
+                while block := f.read(4 * REMAP_CHUNK):
+                    f_lab.write(np.frombuffer(block, dtype=np.int32).astype(label_dtype).tobytes())
+            with open(f"{name}.txt", "rb") as f:
+                shutil.copyfileobj(f, f_txt)
+            sizes.append(_int32(f"{name}.len"))
+    write_index(f"{prefix}.input.idx", dtype, sizes)
+    n = sum(len(s) for s in sizes)
+    ntok = sum(int(s.sum(dtype=np.int64)) for s in sizes)
+    del sizes
+    if n_labels is None:
+        os.remove(f"{prefix}.label.bin")
+    else:  # one label a row: sizes of 1, never held
+        write_index(f"{prefix}.label.idx", label_dtype, [np.broadcast_to(np.int32(1), (n,))])
+    for task, _, part in parts:
+        for ext in ("ids", "len", "lab", "txt"):
+            os.remove(f"{task.prefix}.{part}.{ext}")
+    return {"examples": n, "labelled": n_labels is not None, "tokens": ntok,
+            "unk_pct": round(100.0 * unk / max(ntok, 1), 3)}
