@@ -4,6 +4,8 @@ memory, training start-up and per-epoch batching, against the corpus's pairs. On
     python benchmarks/scale.py                                   # 1M, 4M and 16M pairs (hours on 2 cores)
     python benchmarks/scale.py --pairs 200000 --baseline-src /work/baseline_ea5b05f   # A/B against older code
     python benchmarks/scale.py --dry-run                         # 2k and 8k pairs, < 1 min
+    python benchmarks/scale.py --workdir W --keep ...; python benchmarks/scale.py --workdir W --reuse \
+        --baseline-src OLD --rounds 3                            # start-up and batching only, A/B
 
 Each size: a synthetic de-en corpus streamed to disk (Tatoeba's pairs repeated with the repeat number
 appended to each line, from ``$SEQKIT_DATA/tatoeba_deu_eng`` or ``../shared/data``; seeded random
@@ -53,6 +55,8 @@ SERIES = {
     "train.peak_rss_mb": "train peak RSS, tree (MB)",
     "batching.epoch_s": "batching one epoch (s)",
     "batching.peak_rss_mb": "batching process peak RSS (MB)",
+    "baseline_train.first_update_s": "baseline train: start to first update (s)",
+    "baseline_batching.epoch_s": "baseline batching one epoch (s)",
 }
 
 
@@ -73,6 +77,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", help="where corpora and folders go (default: a temporary folder, removed)")
     p.add_argument("--keep", action="store_true", help="keep the corpora and data folders")
+    p.add_argument("--reuse", action="store_true",
+                   help="time only training start-up and batching, on the folders an earlier --workdir W --keep "
+                        "run left in W; with --baseline-src the old code's start-up and batching alternate with "
+                        "the new (--rounds times, medians reported)")
     p.add_argument("--out", help="JSON path (default benchmarks/results/<date>_scale.json; the PNG beside it)")
     p.add_argument("--timeout", type=float, default=4 * 3600, help="seconds allowed each child process")
     p.add_argument("--dry-run", action="store_true", help="2k and 8k pairs, a 1k vocabulary: every step, < 1 min")
@@ -82,6 +90,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args.sizes = sorted({int(x) for x in args.pairs.split(",") if x.strip()})
     if not args.sizes or min(args.sizes) < 1 or args.rounds < 1:
         p.error("--pairs needs positive counts and --rounds at least 1")
+    if args.reuse and not args.workdir:
+        p.error("--reuse reads the folders of an earlier --workdir W --keep run: give --workdir W")
     if args.baseline_src and not os.path.isfile(os.path.join(args.baseline_src, "cli", "preprocess.py")):
         p.error(f"--baseline-src {args.baseline_src} has no cli/preprocess.py; give a seqkit checkout")
     return args
@@ -148,11 +158,15 @@ def summary(runs: List[dict]) -> dict:
     return {**median, "runs_wall_s": [r["wall_s"] for r in runs], "runs_lines_per_s": [r["lines_per_s"] for r in runs]}
 
 
-def train_run(args: argparse.Namespace, dest: str, work: str) -> dict:
-    """seqkit-train of a tiny transformer on ``dest`` to its first update."""
+def train_run(args: argparse.Namespace, dest: str, work: str, src: Optional[str] = None) -> dict:
+    """seqkit-train of a tiny transformer on ``dest`` to its first update, from ``src`` (None: this
+    checkout)."""
+    save = os.path.join(work, "checkpoints" if src is None else "checkpoints_baseline")
+    shutil.rmtree(save, ignore_errors=True)
     argv = [f"task.data={dest}", "model=transformer_tiny", "common.threads=1", "optimization.max_update=1",
-            f"dataset.max_tokens={args.max_tokens}", f"checkpoint.save_dir={work}/checkpoints", "common.log_interval=1"]
-    r = sm.run_measured([sys.executable, CHILD, "run", "train", "-", *argv], child_env(None), work, args.timeout)
+            f"dataset.max_tokens={args.max_tokens}", f"checkpoint.save_dir={save}", "common.log_interval=1"]
+    cmd = [sys.executable, CHILD, "run", "train", os.path.abspath(src) if src else "-", *argv]
+    r = sm.run_measured(cmd, child_env(src), work, args.timeout)
     messages = sm.log_messages(r["stderr"])
     first = next((m for m in messages if m["msg"].startswith("[train]") and " update 1 " in m["msg"] + " "), None)
     model = next((m for m in messages if m["msg"].startswith("model ")), None)
@@ -162,19 +176,50 @@ def train_run(args: argparse.Namespace, dest: str, work: str) -> dict:
     out["model_built_s"] = model["t_s"] if model else None
     out["first_update_after_model_s"] = round(first["t_s"] - model["t_s"], 3) if first and model else None
     out["log"] = [m for m in messages if m in (first, model) or "warning" in m["msg"].lower()]
+    out["modules"] = modules_of(r["stderr"])
     if r["rc"] != 0:
         out["error_tail"] = [line for _, line in r["stderr"][-5:]]
     return out
 
 
-def batching_run(args: argparse.Namespace, dest: str, work: str) -> dict:
-    cmd = [sys.executable, CHILD, "batching", dest, str(args.max_tokens), str(args.batching_epochs)]
-    r = sm.run_measured(cmd, child_env(None), work, args.timeout)
+def batching_run(args: argparse.Namespace, dest: str, work: str, src: Optional[str] = None) -> dict:
+    cmd = [sys.executable, CHILD, "batching", dest, str(args.max_tokens), str(args.batching_epochs),
+           os.path.abspath(src) if src else "-"]
+    r = sm.run_measured(cmd, child_env(src), work, args.timeout)
     if r["rc"] != 0:
         return {"rc": r["rc"], "error_tail": [line for _, line in r["stderr"][-5:]]}
     out = json.loads(r["stdout"].strip().splitlines()[-1])
     out["epoch_s_all"], out["epoch_s"] = out["epoch_s"], max(out["epoch_s"])  # the slowest: the first's warm-up
     return {"rc": 0, **out, "tree_peak_rss_mb": r["peak_rss_mb"], "wall_s": r["wall_s"]}
+
+
+def median_of(runs: List[dict], key: str) -> dict:
+    """The run whose ``key`` is the median (the lower middle), with every run's ``key`` beside it."""
+    ok = [r for r in runs if r.get("rc") == 0 and r.get(key) is not None] or runs
+    median = sorted(ok, key=lambda r: r.get(key) or 0)[(len(ok) - 1) // 2]
+    return {**median, f"runs_{key}": [r.get(key) for r in runs]}
+
+
+def reuse_size(args: argparse.Namespace, pairs: int, work: str) -> dict:
+    """Start-up and batching on ``work``'s kept folder of ``pairs``; the baseline alternating first."""
+    size_dir = os.path.join(work, f"pairs_{pairs}")
+    dest = os.path.join(size_dir, "bin")
+    row: dict = {"pairs": pairs, "reused": dest}
+    if not os.path.isfile(os.path.join(dest, "preprocess.json")):
+        row["skipped"] = f"{dest} has no preprocess.json: run with --workdir {work} --keep first"
+        print(f"scale.py: {pairs} pairs skipped: {row['skipped']}", file=sys.stderr)
+        return row
+    new: Dict[str, list] = {"train": [], "batching": []}
+    old: Dict[str, list] = {"train": [], "batching": []}
+    for _ in range(args.rounds):
+        for runs, src in ((old, args.baseline_src), (new, None)) if args.baseline_src else ((new, None),):
+            runs["train"].append(train_run(args, dest, size_dir, src))
+            runs["batching"].append(batching_run(args, dest, size_dir, src))
+    row["train"], row["batching"] = median_of(new["train"], "first_update_s"), median_of(new["batching"], "epoch_s")
+    if args.baseline_src:
+        row["baseline_train"] = median_of(old["train"], "first_update_s")
+        row["baseline_batching"] = median_of(old["batching"], "epoch_s")
+    return row
 
 
 def measure_size(args: argparse.Namespace, pairs: int, base: Optional[list], work: str) -> dict:
@@ -289,7 +334,7 @@ def main(argv: Optional[List[str]] = None) -> dict:
         rows = []
         for pairs in args.sizes:
             print(f"scale.py: {pairs} pairs ...", file=sys.stderr, flush=True)
-            rows.append(measure_size(args, pairs, base, work))
+            rows.append(reuse_size(args, pairs, work) if args.reuse else measure_size(args, pairs, base, work))
     finally:
         if not args.workdir and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -313,7 +358,7 @@ def failures(rows: List[dict]) -> List[str]:
     """One line per child process that failed: the size, the step and its last stderr line."""
     out = []
     for row in rows:
-        for step in ("baseline", "preprocess", "train", "batching"):
+        for step in ("baseline", "preprocess", "train", "batching", "baseline_train", "baseline_batching"):
             r = row.get(step)
             if r and r.get("rc"):
                 tail = (r.get("error_tail") or ["?"])[-1].strip()

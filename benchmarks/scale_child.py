@@ -2,7 +2,7 @@
 one training epoch's batching timed on a data folder.
 
     python benchmarks/scale_child.py run preprocess SRC|- ARGS...   # seqkit.cli.preprocess:main(ARGS)
-    python benchmarks/scale_child.py batching FOLDER MAX_TOKENS EPOCHS
+    python benchmarks/scale_child.py batching FOLDER MAX_TOKENS EPOCHS [SRC]
 
 ``run`` with ``SRC`` (an older checkout of seqkit, also on ``PYTHONPATH``) imports every seqkit module
 from there: the installed package is editable, and its finder maps ``seqkit.cli`` and
@@ -12,7 +12,7 @@ them to ``SRC/cli`` and ``SRC/hydra_conf`` instead. Before running, it prints on
 code ran; ``elsewhere`` lists any seqkit module imported from outside ``seqkit``'s checkout: none is
 expected). ``-`` runs the installed seqkit, as the ``seqkit-<command>`` console script does.
 
-``batching`` prints one JSON line: the seconds to open the train split (memory-mapped) and, per
+``batching`` (with ``SRC``: imported from that checkout) prints one JSON line: the seconds to open the train split (memory-mapped) and, per
 epoch, the seconds of what the trainer does before its first batch of the epoch
 (``too_long`` then ``batches(max_tokens, 0, seed 1, epoch, shuffle=True, exclude)``), and this
 process's peak RSS (VmHWM).
@@ -112,10 +112,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) >= 3 and args[0] == "run":
         run(args[1], args[2], args[3:])
-    elif len(args) == 4 and args[0] == "batching":
-        print(json.dumps(batching(args[1], int(args[2]), int(args[3]))), flush=True)
+    elif len(args) in (4, 5) and args[0] == "batching":
+        if len(args) == 5 and args[4] != "-":
+            use_source(args[4])
+        out = batching(args[1], int(args[2]), int(args[3]))
+        out["batching_module"] = sys.modules["seqkit.data.batching"].__file__
+        print(json.dumps(out), flush=True)
     else:
-        sys.exit(f"usage: {sys.argv[0]} run COMMAND SRC|- ARGS... | batching FOLDER MAX_TOKENS EPOCHS")
+        sys.exit(f"usage: {sys.argv[0]} run COMMAND SRC|- ARGS... | batching FOLDER MAX_TOKENS EPOCHS [SRC|-]")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -20,8 +22,9 @@ def test_dry_run_writes_every_figure(tmp_path):
     """The whole dry run, one subprocess (about 20 s on 2 busy cores; killed past 90 s)."""
     out = tmp_path / "scale.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, str(BENCH / "scale.py"), "--dry-run", "--out", str(out)],
-                          capture_output=True, text=True, timeout=90, cwd=ROOT, env=env)
+    work = tmp_path / "work"
+    done = subprocess.run([sys.executable, str(BENCH / "scale.py"), "--dry-run", "--out", str(out), "--workdir",
+                           str(work), "--keep"], capture_output=True, text=True, timeout=90, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     # the seqkit a process of this interpreter imports: the checkout (editable install) or site-packages (CI)
     installed = subprocess.run([sys.executable, "-c", "import seqkit.preprocess as p; print(p.__file__)"],
@@ -46,6 +49,22 @@ def test_dry_run_writes_every_figure(tmp_path):
         assert isinstance(result["slopes"][key], float)
     assert "baseline.wall_s" not in result["slopes"]
     assert result["plot"] is None or Path(result["plot"]).is_file()
+    # --reuse: start-up and batching again on the kept folders, nothing preprocessed
+    again = subprocess.run([sys.executable, str(BENCH / "scale.py"), "--dry-run", "--out", str(tmp_path / "r.json"),
+                            "--workdir", str(work), "--reuse"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                           env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    reused = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    for row, before in zip(reused["sizes"], result["sizes"]):
+        assert row["reused"] == str(work / f"pairs_{row['pairs']}" / "bin") and "preprocess" not in row
+        assert row["train"]["rc"] == 0 and row["train"]["first_update_s"] > 0 and row["train"]["runs_first_update_s"]
+        assert row["batching"]["batches"] == before["batching"]["batches"]  # the same folder, the same batches
+        assert row["train"]["modules"]["seqkit.cli.train"] and "baseline_train" not in row
+
+
+def test_reuse_needs_the_workdir():
+    with pytest.raises(SystemExit):
+        scale.parse_args(["--reuse"])
 
 
 def test_baseline_runs_the_other_checkouts_code(tmp_path):
