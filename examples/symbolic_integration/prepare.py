@@ -146,8 +146,10 @@ def main(argv: List[str]) -> int:
              "vocabulary": sorted({t for p in pairs for t in (p.src + " " + p.tgt).split()}),
              "src_length": lengths(pairs, "src"), "tgt_length": lengths(pairs, "tgt")}
     (args.out / "stats.json").write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
+    rate = (f"{stats['pairs_per_cpu_second']} pairs per CPU second" if stats["pairs_per_cpu_second"] is not None
+            else "no rate per CPU second: part of the pairs came from an earlier run's chunks")
     print(f"{len(pairs)} unique pairs in {seconds:.1f}s ({stats['pairs_per_second']} pairs/s, {args.workers} "
-          f"workers; {stats['pairs_per_cpu_second']} pairs per CPU second); attempts: {dict(counts.most_common())}; "
+          f"workers; {rate}); attempts: {dict(counts.most_common())}; "
           f"derivative length {stats['src_length']}, "
           f"function length {stats['tgt_length']}; vocabulary {len(stats['vocabulary'])} tokens", file=sys.stderr)
     return 0
