@@ -129,22 +129,3 @@ def test_pair_dataset_batches_unchanged(toy_data):
         old = loop_batch_by_size(order, cost, 300)
         rng.shuffle(old)
         assert same(dataset.batches(300, 0, 1, epoch, True, too_long), old)
-
-
-def test_pair_dataset_keys_follow_new_size_arrays(toy_data):
-    """The sort keys and costs are made once per dataset; a subclass that sets other size arrays
-    gets batches of the new sizes, not the cached ones."""
-    from seqkit.tasks.translation import TranslationConfig, TranslationTask
-
-    _, data = toy_data
-    dataset = TranslationTask(TranslationConfig(data=str(data))).load_dataset("train")
-    first = dataset.batches(300, 0, 1, 1, True)
-    assert same(dataset.batches(300, 0, 1, 1, True), first)  # the cached keys give the same batches
-    dataset.src_sizes = dataset.src_sizes[::-1].copy()
-    dataset.tgt_sizes = dataset.tgt_sizes[::-1].copy()
-    rng = batching.epoch_rng(1, 1)
-    order = loop_length_sorted_order(dataset.src_sizes, dataset.tgt_sizes, rng)
-    expected = loop_batch_by_size(order, np.maximum(dataset.src_sizes, dataset.tgt_sizes + 1), 300)
-    rng.shuffle(expected)
-    assert same(dataset.batches(300, 0, 1, 1, True), expected)
-    assert not same(expected, first)

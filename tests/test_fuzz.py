@@ -116,21 +116,3 @@ def test_failed_save_keeps_the_old_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert open(path, "rb").read() == before
     assert os.listdir(tmp_path) == ["checkpoint_last.pt"]
-
-
-def test_index_consistency_is_checked_in_every_chunk(tmp_path):
-    """The sizes/offsets check reads the index a chunk at a time: a bad size in any chunk, the last
-    one included, is still found."""
-    import numpy as np
-
-    from seqkit.data.indexed_dataset import _consistent
-
-    sizes = np.array([3, 2, 0, 4, 1], dtype=np.int32)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    for chunk in (1, 2, 3, 5, 1 << 18):
-        assert _consistent(sizes, offsets, chunk)
-        for i in range(len(sizes)):
-            for bad in (sizes[i] + 1, -1):
-                wrong = sizes.copy()
-                wrong[i] = bad
-                assert not _consistent(wrong, offsets, chunk), (chunk, i, bad)

@@ -7,7 +7,7 @@ example; the batches are the same as a per-example loop's (``tests/test_batching
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import numpy as np
 
@@ -31,40 +31,20 @@ def small_keys(keys: np.ndarray) -> np.ndarray:
     return keys
 
 
-def shuffled_range(n: int, rng: np.random.Generator) -> np.ndarray:
-    """``rng.permutation(n)``, the same order and the same draws, in int32 when ``n`` allows: the
-    shuffle's random swaps then move half the bytes (at 16M examples they leave every cache)."""
-    order = np.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64)
-    rng.shuffle(order)
-    return order
-
-
-def sort_keys(src_sizes: np.ndarray, tgt_sizes: np.ndarray | None) -> Tuple[np.ndarray, ...]:
-    """The keys :func:`sorted_order` sorts by, the primary key last, each narrow (:func:`small_keys`):
-    source lengths; or (source, target); or one 16-bit key (target, source) when both fit, whose
-    single radix sort gives the order of the two. A dataset computes them once, not every epoch."""
-    src = small_keys(src_sizes)
-    if tgt_sizes is None:
-        return (src,)
-    tgt = small_keys(tgt_sizes)
-    if len(src) and src.dtype.itemsize <= 2 and tgt.dtype.itemsize <= 2 and \
-            (int(tgt.max()) + 1) * (int(src.max()) + 1) <= 1 << 16:
-        return (tgt.astype(np.uint16) * np.uint16(int(src.max()) + 1) + src,)
-    return (src, tgt)
-
-
-def sorted_order(keys: Tuple[np.ndarray, ...], rng: np.random.Generator | None) -> np.ndarray:
-    """Indices sorted by ``keys`` (primary last); ties in random (seeded) order when ``rng``."""
-    n = len(keys[0])
-    order = shuffled_range(n, rng) if rng is not None else np.arange(n)
-    for key in keys:  # secondary key first: the sorts are stable
-        order = order[np.argsort(key[order], kind="stable")]
-    return order
-
-
 def length_sorted_order(src_sizes: np.ndarray, tgt_sizes: np.ndarray | None, rng: np.random.Generator | None) -> np.ndarray:
     """Indices sorted by target then source length; ties in random (seeded) order when ``rng``."""
-    return sorted_order(sort_keys(src_sizes, tgt_sizes), rng)
+    order = rng.permutation(len(src_sizes)) if rng is not None else np.arange(len(src_sizes))
+    src = small_keys(src_sizes)
+    if tgt_sizes is None:
+        return order[np.argsort(src[order], kind="stable")]
+    tgt = small_keys(tgt_sizes)
+    if len(order) and src.dtype.itemsize <= 2 and tgt.dtype.itemsize <= 2 and \
+            (int(tgt.max()) + 1) * (int(src.max()) + 1) <= 1 << 16:
+        # one radix sort of a 16-bit key (target, source): the order of the two stable sorts below
+        key = tgt.astype(np.uint16) * np.uint16(int(src.max()) + 1) + src
+        return order[np.argsort(key[order], kind="stable")]
+    order = order[np.argsort(src[order], kind="stable")]  # secondary key first (stable sorts)
+    return order[np.argsort(tgt[order], kind="stable")]
 
 
 def without(order: np.ndarray, exclude: Optional[np.ndarray], n: int) -> np.ndarray:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 
-from seqkit.data.batching import (batch_by_size, epoch_rng, small_keys, sort_keys, sorted_order, token_budget_batches,
-                                  without)
+from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order, token_budget_batches, without
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
 
@@ -114,23 +113,12 @@ class LanguagePairDataset(PaddedBatches):
                 shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
         """Token-budget batches of example indices, length-bucketed; seeded per epoch when ``shuffle``."""
         rng = epoch_rng(seed, epoch) if shuffle else None
-        keys, cost = self.batching_keys()
-        order = without(sorted_order(keys, rng), exclude, len(self))
+        order = without(length_sorted_order(self.src_sizes, self.tgt_sizes, rng), exclude, len(self))
+        cost = self.src_sizes if self.tgt_sizes is None else np.maximum(self.src_sizes, self.tgt_sizes + 1)
         batches = batch_by_size(order, cost, max_tokens, max_sentences)
         if shuffle:
             rng.shuffle(batches)
         return batches
-
-    def batching_keys(self) -> Tuple[Tuple[np.ndarray, ...], np.ndarray]:
-        """(the length sort's keys, each example's cost length ``(N,)``), narrow, made on the first
-        epoch and kept while the size arrays are the same objects: at 16M pairs, remaking them took
-        about a second an epoch."""
-        cached = getattr(self, "_batching_keys", None)
-        if cached is None or cached[0] is not self.src_sizes or cached[1] is not self.tgt_sizes:
-            cost = self.src_sizes if self.tgt_sizes is None else np.maximum(self.src_sizes, self.tgt_sizes + 1)
-            cached = (self.src_sizes, self.tgt_sizes, sort_keys(self.src_sizes, self.tgt_sizes), small_keys(cost))
-            self._batching_keys = cached
-        return cached[2], cached[3]
 
     def collate(self, indices: Sequence[int]) -> Dict[str, Any]:
         """A batch: ids, source ``(B, S)`` right-padded with lengths, and when there are targets,

@@ -33,29 +33,20 @@ import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
+from torch.fx.experimental import _config as fx_config
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
 
+# what fullgraph=True raises where dynamo would break the graph (a data-dependent branch or size,
+# an unsupported call, a function under torch.compiler.disable)
+UNTRACEABLE = (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError, GuardOnDataDependentSymNode)
 
-def _untraceable() -> Tuple[type, ...]:
-    """What fullgraph=True raises where dynamo would break the graph (a data-dependent branch or
-    size, an unsupported call, a function under torch.compiler.disable). Imported here, not with
-    the module: torch._dynamo and the symbolic-shape machinery (sympy) took 1.2-1.4 s of every
-    seqkit-train's start-up, compiled or not."""
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
-    return torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError, GuardOnDataDependentSymNode
-
-
-def _distinct_sizes() -> Any:
-    """A context: a symbol for each size even where two are equal in the first batch (rows ==
-    length would otherwise be assumed in its graph, and the next batch compile another)."""
-    from torch.fx.experimental import _config as fx_config
-
-    return fx_config.patch(use_duck_shape=False)
-
+# a symbol for each size even where two are equal in the first batch (rows == length would
+# otherwise be assumed in its graph, and the next batch compile another)
+_DISTINCT_SIZES = fx_config.patch(use_duck_shape=False)
 
 LossFn = Callable[[Dict[str, Any]], Tuple[Any, Any, Dict[str, Any]]]
 
@@ -94,7 +85,6 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
 
     fullgraph = wrapper is None
     run = build(fullgraph)
-    untraceable, distinct_sizes = _untraceable(), _distinct_sizes()
     how = (f"backend {_name(backend)}, dynamic shapes, "
            + ("one graph (fullgraph)" if fullgraph else f"fullgraph off: {wrapper}'s hooks split the graph"))
     if whole:
@@ -107,9 +97,9 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
     def fn(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
         nonlocal run, fullgraph
         try:
-            with distinct_sizes:
+            with _DISTINCT_SIZES:
                 return run(sample)
-        except untraceable as e:
+        except UNTRACEABLE as e:
             if not fullgraph:
                 raise
             # dynamo raises while tracing, before anything ran: compiling again in pieces is safe
