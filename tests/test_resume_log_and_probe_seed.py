@@ -131,7 +131,7 @@ def test_a_classification_folder_drops_stale_staging_and_cleans_up_after_ctrl_c(
         assert len(staging(tmp_path)) == 1  # inside the staging folder
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(seqkit.preprocess.labelled, "write_dataset", interrupted)
+    monkeypatch.setattr(seqkit.preprocess.labelled, "write_meta", interrupted)  # the last write inside the staging folder
     with pytest.raises(KeyboardInterrupt):
         preprocess(PreprocessConfig(**{**cfg.__dict__, "overwrite": True}))
     assert staging(tmp_path) == [] and sorted(os.listdir(tmp_path / "bin")) == before
