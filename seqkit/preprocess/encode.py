@@ -26,7 +26,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain, islice, repeat
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -224,8 +224,34 @@ def run_ranges(tasks: List[Any], workers: int, toks: Dict[str, Tokenizer],
         pool.join()
 
 
-def _base_pieces(tok: Tokenizer) -> List[str]:
+def base_pieces(tok: Tokenizer) -> List[str]:
+    """The pieces of the tokenizer's own ids that :class:`PieceIds` numbers first (none when it is not fast)."""
     return tok.id_pieces() if PieceIds(tok).fast else []
+
+
+def add_piece_counts(counts: Counter, tok: Tokenizer, parts: Iterable[Tuple[List[str], np.ndarray]]) -> None:
+    """Add to ``counts`` the pieces of ``parts`` (each range's extra pieces and its count per
+    provisional id): the extra pieces in order, then the tokenizer's own that occurred."""
+    base = base_pieces(tok)
+    base_counts = np.zeros(1 + len(base), dtype=np.int64)
+    for pieces, c in parts:
+        base_counts += c[: 1 + len(base)]
+        for piece, n in zip(pieces, c[1 + len(base):].tolist()):
+            counts[piece] += n
+    for i in np.flatnonzero(base_counts[1:]).tolist():
+        counts[base[i]] += int(base_counts[1 + i])
+
+
+def remap(path: str, lut: np.ndarray, out: Any, unk_index: int) -> int:
+    """Write the provisional ids of ``path`` to ``out`` as final ids (``lut[id]``), a chunk at a time,
+    read and not mapped (pages read stay off the RSS); the number that became ``<unk>``."""
+    unk = 0
+    with open(path, "rb") as f:
+        while block := f.read(4 * REMAP_CHUNK):
+            final = lut[np.frombuffer(block, dtype=np.int32)]
+            unk += int(np.count_nonzero(final == unk_index))
+            out.write(final.tobytes())
+    return unk
 
 
 def build_dictionaries(cfg: Any, langs: List[str], toks: Dict[str, Tokenizer], tasks: List[Range],
@@ -236,17 +262,8 @@ def build_dictionaries(cfg: Any, langs: List[str], toks: Dict[str, Tokenizer], t
     for group in [langs] if cfg.joined_dictionary else [[lang] for lang in langs]:
         counts: Counter = Counter()
         for lang in group:
-            base = _base_pieces(toks[lang])
-            base_counts = np.zeros(1 + len(base), dtype=np.int64)
-            for task, res in zip(tasks, results):
-                if not task.train:
-                    continue
-                c = res.counts[lang]
-                base_counts += c[: 1 + len(base)]
-                for piece, n in zip(res.pieces[lang], c[1 + len(base):].tolist()):
-                    counts[piece] += n
-            for i in np.flatnonzero(base_counts[1:]).tolist():
-                counts[base[i]] += int(base_counts[1 + i])
+            add_piece_counts(counts, toks[lang], [(res.pieces[lang], res.counts[lang])
+                                                  for task, res in zip(tasks, results) if task.train])
         for piece in getattr(toks[group[0]], "vocab_pieces", list)():
             counts.setdefault(piece, 0)
         is_src = cfg.source_lang in group  # joined: the source settings apply (as in fairseq)
@@ -256,7 +273,7 @@ def build_dictionaries(cfg: Any, langs: List[str], toks: Dict[str, Tokenizer], t
     return dicts
 
 
-def _read_int32(path: str) -> np.ndarray:
+def read_int32(path: str) -> np.ndarray:
     return np.memmap(path, dtype=np.int32, mode="r") if os.path.getsize(path) else np.zeros(0, np.int32)
 
 
@@ -265,18 +282,14 @@ def merge(prefix: str, lang: str, parts: List[Tuple[Range, RangeResult]], tok: T
     """Write ``prefix.bin/.idx`` from the ranges ``parts`` (in order), removing their files; their
     counts: sentences, tokens (without the ends), unk (tokens that became ``<unk>``), empty."""
     dtype = dtype_for_vocab(len(d))
-    base = np.array([d.indices.get(p, d.unk_index) for p in _base_pieces(tok)], dtype=np.int64)
+    base = np.array([d.indices.get(p, d.unk_index) for p in base_pieces(tok)], dtype=np.int64)
     sizes, unk = [], 0
     with open(prefix + ".bin", "wb") as out:
         for task, res in parts:
             extra = [d.indices.get(p, d.unk_index) for p in res.pieces[lang]]
             lut = np.concatenate([[d.eos_index], base, extra]).astype(dtype)  # provisional id -> final id
-            with open(f"{task.prefix}.{lang}.ids", "rb") as f:  # read, not mapped: pages read stay off the RSS
-                while block := f.read(4 * REMAP_CHUNK):
-                    final = lut[np.frombuffer(block, dtype=np.int32)]
-                    unk += int(np.count_nonzero(final == d.unk_index))
-                    out.write(final.tobytes())
-            sizes.append(_read_int32(f"{task.prefix}.{lang}.len"))
+            unk += remap(f"{task.prefix}.{lang}.ids", lut, out, d.unk_index)
+            sizes.append(read_int32(f"{task.prefix}.{lang}.len"))
         out.flush()
         os.fsync(out.fileno())
     write_index(prefix + ".idx", dtype, sizes)

@@ -30,7 +30,8 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import dtype_for_vocab, write_index
 from seqkit.data.labelled_dataset import FIRST_TAG
 from seqkit.data.labelled_text import BOM, resolve_path
-from seqkit.preprocess.encode import _TOKENIZERS, BATCH_LINES, REMAP_CHUNK, PieceIds, _read_lines, run_ranges
+from seqkit.preprocess.encode import (_TOKENIZERS, BATCH_LINES, REMAP_CHUNK, PieceIds, _read_lines, add_piece_counts,
+                                     base_pieces, read_int32, remap, run_ranges)
 from seqkit.preprocess.stream import MAX_LINE_BYTES, Scan, Split, cuts, lines_of_ranks, scan_file
 from seqkit.tokenizers import Tokenizer
 
@@ -435,31 +436,14 @@ def encode_all(tasks: List[RowRange], workers: int, tok: Tokenizer) -> List[RowR
     return run_ranges(tasks, workers, {KEY: tok}, encode_rows)
 
 
-def _base_pieces(tok: Tokenizer) -> List[str]:
-    return tok.id_pieces() if PieceIds(tok).fast else []
-
-
 def build_dictionary(tok: Tokenizer, results: List[RowResult], threshold: int, nwords: int) -> Dictionary:
     """The dictionary of the kept training rows' pieces, as counting every text with the tokenizer
     did; the pieces it can emit that training never did get an id too (count 0)."""
-    base = _base_pieces(tok)
-    base_counts = np.zeros(1 + len(base), dtype=np.int64)
     counts: Counter = Counter()
-    for res in results:
-        if res.counts is None:
-            continue
-        base_counts += res.counts[: 1 + len(base)]
-        for piece, n in zip(res.pieces, res.counts[1 + len(base):].tolist()):
-            counts[piece] += n
-    for i in np.flatnonzero(base_counts[1:]).tolist():
-        counts[base[i]] += int(base_counts[1 + i])
+    add_piece_counts(counts, tok, [(res.pieces, res.counts) for res in results if res.counts is not None])
     for piece in getattr(tok, "vocab_pieces", list)():
         counts.setdefault(piece, 0)
     return Dictionary.build(counts, threshold=threshold, nwords=nwords)
-
-
-def _int32(path: str) -> np.ndarray:
-    return np.memmap(path, dtype=np.int32, mode="r") if os.path.getsize(path) else np.zeros(0, np.int32)
 
 
 def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], tok: Tokenizer, d: Dictionary,
@@ -468,7 +452,7 @@ def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], to
     ``{split}.text.txt`` from ``parts`` (range, result, part) in order; their files removed. The
     split's stats as preprocess.json holds them."""
     dtype, label_dtype = dtype_for_vocab(len(d)), dtype_for_vocab((n_labels or 0) + FIRST_TAG)
-    base = np.array([d.indices.get(p, d.unk_index) for p in _base_pieces(tok)], dtype=np.int64)
+    base = np.array([d.indices.get(p, d.unk_index) for p in base_pieces(tok)], dtype=np.int64)
     sizes, unk = [], 0
     prefix = os.path.join(out, split)
     with open(f"{prefix}.input.bin", "wb") as f_bin, open(f"{prefix}.text.txt", "wb") as f_txt, \
@@ -478,17 +462,13 @@ def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], to
             # provisional id -> final id: 0 (end) -> </s>, the model's ids, the other pieces, -1 -> <s>
             lut = np.concatenate([[d.eos_index], base, extra, [d.bos_index]]).astype(dtype)
             name = f"{task.prefix}.{part}"
-            with open(f"{name}.ids", "rb") as f:
-                while block := f.read(4 * REMAP_CHUNK):
-                    final = lut[np.frombuffer(block, dtype=np.int32)]
-                    unk += int(np.count_nonzero(final == d.unk_index))
-                    f_bin.write(final.tobytes())
+            unk += remap(f"{name}.ids", lut, f_bin, d.unk_index)
             with open(f"{name}.lab", "rb") as f:
                 while block := f.read(4 * REMAP_CHUNK):
                     f_lab.write(np.frombuffer(block, dtype=np.int32).astype(label_dtype).tobytes())
             with open(f"{name}.txt", "rb") as f:
                 shutil.copyfileobj(f, f_txt)
-            sizes.append(_int32(f"{name}.len"))
+            sizes.append(read_int32(f"{name}.len"))
     write_index(f"{prefix}.input.idx", dtype, sizes)
     n = sum(len(s) for s in sizes)
     ntok = sum(int(s.sum(dtype=np.int64)) for s in sizes)
