@@ -181,6 +181,39 @@ def test_integral_verifier_reads_no_checkpoint():
         build(IntegralConfig(model="clf.pt"))
 
 
+def _spin(cpu_seconds):
+    end = time.process_time() + cpu_seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_a_swallowed_timeout_fires_again():
+    # the handler may run in a gc callback, whose exception Python swallows: the next fire must land
+    fires = []
+    with pytest.raises(Timeout):
+        with time_limit(0.01):
+            try:
+                _spin(1.0)
+            except Timeout:
+                fires.append(time.process_time())  # swallowed, as a gc callback's would be
+            _spin(1.0)
+    assert len(fires) == 1
+
+
+def test_a_block_that_swallowed_every_fire_raises_at_its_exit():
+    swallowed = 0
+    with pytest.raises(Timeout):
+        with time_limit(0.01):
+            end = time.process_time() + 0.2
+            while time.process_time() < end:
+                try:
+                    _spin(0.001)
+                except Timeout:
+                    swallowed += 1
+    assert swallowed >= 2
+    _spin(0.05)  # disarmed: no fire after the block
+
+
 def test_a_check_past_its_time_limit_rejects():
     assert not is_antiderivative(SOURCE, "mul pow x INT+ 3 div sin x cos x", limit=1e-4)
     assert is_antiderivative("mul INT+ 2 x", "pow x INT+ 2", limit=1e-4) in (True, False)  # no hang, no raise

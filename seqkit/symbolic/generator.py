@@ -78,21 +78,38 @@ class Timeout(BaseException):
 def time_limit(seconds: float) -> Iterator[None]:
     """Raise :class:`Timeout` in the block once it has used ``seconds`` of CPU time (``ITIMER_PROF``:
     the process's user and system time, so that a loaded machine cuts the same calls as a free one
-    of its speed; ``SIGPROF`` is received by a process's main thread only)."""
+    of its speed; ``SIGPROF`` is received by a process's main thread only).
+
+    Python swallows an exception raised in a garbage-collector callback or a ``__del__`` (it prints it
+    as "unraisable"), and the signal handler may run there: so the timer fires again every
+    :data:`REFIRE` CPU seconds until the block ends, and a block that ends after a fire swallowed
+    them all raises :class:`Timeout` at its exit (it ran past its time all the same)."""
     if threading.current_thread() is not threading.main_thread():
         raise SeqkitError("sympy time limits use SIGPROF, which only a process's main thread receives; "
                           "run the generator or the verifier in a process (e.g. multiprocessing), not a thread")
+    fired = []
 
     def fire(signum, frame):
+        fired.append(signum)
         raise Timeout()
 
     previous = signal.signal(signal.SIGPROF, fire)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_PROF, seconds, REFIRE)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
+        while True:  # a fire between here and the disarm must not skip the disarm
+            try:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+                break
+            except Timeout:
+                continue
         signal.signal(signal.SIGPROF, previous)
+    if fired:
+        raise Timeout()
+
+
+REFIRE = 0.01  # CPU seconds between the timer's fires once a time limit has passed
 
 
 Plan = Tuple  # ("x",) | ("int", k) | ("unary", i, Plan) | ("binary", i, Plan, Plan)
