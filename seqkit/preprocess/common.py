@@ -94,7 +94,8 @@ TASK_SETTINGS = {
     "nwordstgt": (("translation",), "the target dictionary's size"),
     "skip_empty": (("translation",), "dropping training pairs with an empty side (a language model keeps "
                                      "every line)"),
-    "workers": (("translation", "language_modeling", "classification"), "processes that binarize a text stream"),
+    "workers": (("translation", "language_modeling", "classification", "tagging"),
+                "processes that binarize a text stream"),
     "shards": (("translation", "language_modeling"), "training text cut into shard folders"),
 }
 

@@ -12,9 +12,9 @@ into pieces on its own; the word's tag goes on its first piece (see
 :mod:`seqkit.data.labelled_dataset` for how labels are stored).
 
 ``task=classification`` streams (:mod:`seqkit.preprocess.labelled_stream`: memory flat in the
-corpus size, ``workers`` processes). In memory still: ``task=tagging`` (a CoNLL sentence spans
-lines, so line ranges do not cut it into rows) and ``carve_unit=sentence`` (it compares every row's
-spans with every other row's).
+corpus size, ``workers`` processes), and so does ``task=tagging``
+(:mod:`seqkit.preprocess.tagging_stream`: worker ranges start where a CoNLL sentence starts). In
+memory still: ``carve_unit=sentence`` (it compares every row's spans with every other row's).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm
                                       train_tokenizers)
 from seqkit.preprocess.labelled_stream import (KEY, KeptTexts, build_dictionary, check_known, check_source, encode_all,
                                                kept_labels, merge, plan)
+from seqkit.preprocess.tagging_stream import stream_tagging
 
 log = logging.getLogger("seqkit.preprocess")
 
@@ -90,9 +91,9 @@ def label_set(train: LabelledSplit) -> List[str]:
 
 
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
-    """task=classification streamed; tagging and carve_unit=sentence in memory (see the module doc)."""
-    if cfg.task == "classification" and not (cfg.carve_valid > 0 and cfg.carve_unit == "sentence"):
-        return preprocess_classification(cfg, tok_cfg, dest)
+    """task=classification and tagging streamed; carve_unit=sentence in memory (see the module doc)."""
+    if not (cfg.carve_valid > 0 and cfg.carve_unit == "sentence"):
+        return (preprocess_tagging if cfg.task == "tagging" else preprocess_classification)(cfg, tok_cfg, dest)
     if cfg.workers > 1:
         raise SeqkitError(f"workers={cfg.workers}: carve_unit=sentence reads every row in memory, in one process "
                           "(it compares each row's phrases with every other row's): drop workers")
@@ -243,4 +244,17 @@ def preprocess_classification(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, An
             _log_split(split, stats[split])
         shutil.rmtree(work)
         write_meta(out, cfg, pairs, labels, tok_cfg, stats, carved)
+    return _done(t_start, d, labels, stats, dest)
+
+
+def preprocess_tagging(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
+    """task=tagging, streamed (:mod:`seqkit.preprocess.tagging_stream`): the folder
+    :func:`preprocess_in_memory` writes, byte for byte."""
+    t_start = time.perf_counter()
+    text_columns(cfg)  # trainpref is given
+    with sigterm_as_exit(), staged_dir(dest, cfg.overwrite) as out:
+        tok_cfg, d, labels, stats, carved = stream_tagging(cfg, tok_cfg, out)
+        for split, st in stats.items():
+            _log_split(split, st)
+        write_meta(out, cfg, False, labels, tok_cfg, stats, carved)
     return _done(t_start, d, labels, stats, dest)

@@ -13,6 +13,9 @@ processes over line ranges (:func:`encode_rows`: provisional ids as
 :class:`seqkit.preprocess.encode.PieceIds` numbers them, the carved rows apart) -> the
 **dictionary** from the kept rows' counts -> **binarize**: each split's parts remapped and merged in
 file order, with its labels and its text.
+
+``task=tagging`` streams on these pieces (its labels, their checks, the dictionary, the merge) with
+a CoNLL check pass and sentence ranges of its own: :mod:`seqkit.preprocess.tagging_stream`.
 """
 
 from __future__ import annotations
@@ -378,6 +381,7 @@ class RowResult:
 
 PARTS = ("kept", "held")
 BOS = -1  # provisional id of <s>: the last entry of the merge's lookup table
+UNK_WORD = -2  # provisional id of <unk> (tagging: a word the tokenizer gives no piece keeps a position)
 
 
 def _write_part(table: PieceIds, texts: List[Tuple[str, ...]], labels: Optional[List[str]], task: RowRange,
@@ -446,10 +450,11 @@ def build_dictionary(tok: Tokenizer, results: List[RowResult], threshold: int, n
     return Dictionary.build(counts, threshold=threshold, nwords=nwords)
 
 
-def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], tok: Tokenizer, d: Dictionary,
-          n_labels: Optional[int]) -> Dict[str, Any]:
-    """``{split}.input.bin/.idx``, ``{split}.label.bin/.idx`` (``n_labels`` given) and
-    ``{split}.text.txt`` from ``parts`` (range, result, part) in order; their files removed. The
+def merge(out: str, split: str, parts: List[Tuple[Any, RowResult, str]], tok: Tokenizer, d: Dictionary,
+          n_labels: Optional[int], per_token: bool = False) -> Dict[str, Any]:
+    """``{split}.input.bin/.idx``, ``{split}.label.bin/.idx`` (``n_labels`` given: a label a row, or
+    with ``per_token`` one a position, as tagging stores them) and ``{split}.text.txt`` from
+    ``parts`` (a range with a ``prefix``, its result, part) in order; their files removed. The
     split's stats as preprocess.json holds them."""
     dtype, label_dtype = dtype_for_vocab(len(d)), dtype_for_vocab((n_labels or 0) + FIRST_TAG)
     base = np.array([d.indices.get(p, d.unk_index) for p in base_pieces(tok)], dtype=np.int64)
@@ -459,8 +464,8 @@ def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], to
             open(f"{prefix}.label.bin", "wb") as f_lab:
         for task, res, part in parts:
             extra = [d.indices.get(p, d.unk_index) for p in res.pieces]
-            # provisional id -> final id: 0 (end) -> </s>, the model's ids, the other pieces, -1 -> <s>
-            lut = np.concatenate([[d.eos_index], base, extra, [d.bos_index]]).astype(dtype)
+            # provisional id -> final id: 0 (end) -> </s>, the model's ids, the other pieces, -2 -> <unk>, -1 -> <s>
+            lut = np.concatenate([[d.eos_index], base, extra, [d.unk_index, d.bos_index]]).astype(dtype)
             name = f"{task.prefix}.{part}"
             unk += remap(f"{name}.ids", lut, f_bin, d.unk_index)
             with open(f"{name}.lab", "rb") as f:
@@ -472,11 +477,11 @@ def merge(out: str, split: str, parts: List[Tuple[RowRange, RowResult, str]], to
     write_index(f"{prefix}.input.idx", dtype, sizes)
     n = sum(len(s) for s in sizes)
     ntok = sum(int(s.sum(dtype=np.int64)) for s in sizes)
-    del sizes
     if n_labels is None:
         os.remove(f"{prefix}.label.bin")
-    else:  # one label a row: sizes of 1, never held
-        write_index(f"{prefix}.label.idx", label_dtype, [np.broadcast_to(np.int32(1), (n,))])
+    else:  # one label a row (sizes of 1, never held), or one a position (the inputs' sizes)
+        write_index(f"{prefix}.label.idx", label_dtype, sizes if per_token else [np.broadcast_to(np.int32(1), (n,))])
+    del sizes
     for task, _, part in parts:
         for ext in ("ids", "len", "lab", "txt"):
             os.remove(f"{task.prefix}.{part}.{ext}")
