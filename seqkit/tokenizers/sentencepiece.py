@@ -19,6 +19,23 @@ from seqkit.tokenizers.base import Tokenizer
 SPACE = "\u2581"  # sentencepiece's visible space, "▁"
 
 
+def without_paths(proto: bytes) -> bytes:
+    """``proto`` (a trained model) without the temporary paths sentencepiece records in its trainer
+    spec (``input``, ``model_prefix``): the same data and seed then save the same bytes, so two
+    runs of seqkit-preprocess write the same ``tokenizer.*.pt``. Unchanged without protobuf (an
+    optional part of sentencepiece)."""
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as pb
+
+        model = pb.ModelProto()
+        model.ParseFromString(proto)
+    except Exception:  # noqa: BLE001 - no protobuf: the paths stay, the pieces are the same
+        return proto
+    model.trainer_spec.ClearField("input")
+    model.trainer_spec.ClearField("model_prefix")
+    return model.SerializeToString(deterministic=True)
+
+
 @dataclass
 class SentencePieceConfig:
     name: str = arg("sentencepiece_bpe", "registry name (sentencepiece_bpe or sentencepiece_unigram)")
@@ -86,7 +103,7 @@ class SentencePieceTokenizer(Tokenizer):
             msg = msg.split("] ", 1)[-1]  # drop the "INTERNAL: file.cc(744) [check]" prefix
             raise SeqkitError(f"{self.cfg.name}: training failed: {msg}") from None
         with open(prefix + ".model", "rb") as f:
-            self._load(f.read())
+            self._load(without_paths(f.read()))
 
     def _load(self, proto: bytes) -> None:
         import sentencepiece as spm
