@@ -129,3 +129,17 @@ def test_a_failed_step_is_named():
     rows = [{"pairs": 2000, "preprocess": {"rc": 0}, "train": {"rc": 0}},
             {"pairs": 8000, "preprocess": {"rc": 1, "error_tail": ["Traceback", "NameError: name 'x'  "]}}]
     assert scale.failures(rows) == ["8000 pairs: preprocess failed (exit 1): NameError: name 'x'"]
+
+
+def test_batching_parts_time_the_steps_of_the_same_batches():
+    """benchmarks/batching_parts.py splits token_budget_batches into its steps: the steps, done
+    apart, give its batches (one_epoch asserts it), and the slope is the log-log one."""
+    import numpy as np
+
+    import batching_parts
+
+    lengths = np.random.default_rng(0).integers(3, 61, 5000).astype(np.int32)
+    times = batching_parts.one_epoch(lengths, 512, seed=1, epoch=3)
+    assert set(times) == set(batching_parts.STEPS) and all(t >= 0 for t in times.values())
+    assert batching_parts.slope([1, 10, 100], [2.0, 20.0, 200.0]) == pytest.approx(1.0)
+    assert batching_parts.slope([1, 4, 16], [1.0, 8.0, 64.0]) == pytest.approx(1.5)

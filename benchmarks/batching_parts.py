@@ -1,0 +1,111 @@
+"""Where an epoch's token-budget batching spends its time, step by step, as the corpus grows (issue 63).
+
+``seqkit.data.batching.token_budget_batches`` at 1M / 4M / 16M examples, split into its steps (the
+seeded permutation, the gather of the sort keys in that order, the radix sort, the gather of the
+indices, the gather of the costs, the greedy cut, the slicing into batches, the shuffle of the
+batches), medians of ``--rounds``, with each step's log-log slope over the sizes (1 = linear). Two
+references of the same sizes: a sequential pass (a sum of the int32 sizes) and a random gather (an
+int32 array read through a permutation). The example lengths are synthetic (uniform 3..60, seed 0),
+which only the sort's and the cut's constants depend on. Checks the steps' batches against
+``token_budget_batches``. Prints one JSON line:
+
+    python benchmarks/batching_parts.py [--sizes 1000000,4000000,16000000] [--rounds 5] [--max-tokens 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+STEPS = ("permutation", "gather_keys", "radix_sort", "gather_order", "gather_costs", "cut", "slice", "shuffle")
+
+
+def one_epoch(sizes: np.ndarray, max_tokens: int, seed: int, epoch: int) -> Dict[str, float]:
+    """The seconds of each step of ``token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch)``,
+    done as it does them; asserts the same batches."""
+    from seqkit.data import batching as b
+
+    times: Dict[str, float] = {}
+
+    def timed(name: str, fn: Callable):
+        t = time.perf_counter()
+        out = fn()
+        times[name] = time.perf_counter() - t
+        return out
+
+    rng = b.epoch_rng(seed, epoch)
+    perm = timed("permutation", lambda: rng.permutation(len(sizes)))  # (n,) random writes
+    keys = b.small_keys(sizes)
+    gathered = timed("gather_keys", lambda: keys[perm])  # (n,) random reads
+    by_length = timed("radix_sort", lambda: np.argsort(gathered, kind="stable"))
+    order = timed("gather_order", lambda: perm[by_length])  # (n,) random reads
+    cost = timed("gather_costs", lambda: keys[order])  # (n,) reads in length order
+    ends = timed("cut", lambda: b.batch_ends(cost, max_tokens).tolist())
+    batches = timed("slice", lambda: [order[a:e] for a, e in zip([0] + ends[:-1], ends)])
+    timed("shuffle", lambda: rng.shuffle(batches))
+    same = b.token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch)
+    assert len(same) == len(batches) and all(np.array_equal(x, y) for x, y in zip(same, batches))
+    return times
+
+
+def references(n: int) -> Dict[str, float]:
+    """Seconds of a sequential pass and of a random gather over ``n`` int32 values."""
+    values = np.arange(n, dtype=np.int32)
+    idx = np.random.default_rng(1).permutation(n)
+    t = time.perf_counter()
+    int(values.sum(dtype=np.int64))
+    t1 = time.perf_counter()
+    values[idx].sum(dtype=np.int64)
+    t2 = time.perf_counter()
+    return {"sequential_sum": t1 - t, "random_gather": t2 - t1}
+
+
+def slope(xs: List[int], ys: List[float]) -> float:
+    """The least-squares slope of log(y) on log(x)."""
+    lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-9)) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (c - my) for a, c in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000000,4000000,16000000", help="examples, comma-separated")
+    p.add_argument("--rounds", type=int, default=5, help="epochs timed per size (medians reported)")
+    p.add_argument("--max-tokens", type=int, default=4096)
+    args = p.parse_args()
+    sys.path.insert(0, HERE)
+    from translation import matmul_peak
+
+    from seqkit.core.cpu import cpu_info
+
+    sizes_list = [int(s) for s in args.sizes.split(",")]
+    out = {"benchmark": "batching_parts", "max_tokens": args.max_tokens, "rounds": args.rounds, **cpu_info(),
+           "matmul_peak_fp32_gflops": round(matmul_peak(torch.float32) / 1e9, 1), "sizes": sizes_list, "steps": {}}
+    per_size = []
+    for n in sizes_list:
+        lengths = np.random.default_rng(0).integers(3, 61, n).astype(np.int32)
+        rounds = [one_epoch(lengths, args.max_tokens, seed=1, epoch=e + 1) for e in range(args.rounds)]
+        refs = [references(n) for _ in range(args.rounds)]
+        row = {k: statistics.median(r[k] for r in rounds) for k in STEPS}
+        row["total"] = statistics.median(sum(r.values()) for r in rounds)
+        row.update({k: statistics.median(r[k] for r in refs) for k in refs[0]})
+        per_size.append(row)
+    for k in per_size[0]:
+        values = [row[k] for row in per_size]
+        out["steps"][k] = {"seconds": [round(v, 4) for v in values], "slope": round(slope(sizes_list, values), 3)}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
