@@ -122,3 +122,32 @@ def digest(folder: str) -> Dict[str, str]:
                 data = f.read()
         out[name] = hashlib.sha256(data).hexdigest()[:16]
     return out
+
+
+def assert_same_refusal(tmp_path, task: str, files: Dict[str, Any], over: Dict[str, Any]) -> None:
+    """``files`` (name -> text or bytes) written to ``tmp_path/raw``, the training file ``train``, the
+    settings ``over`` (a ``*pref`` naming a file there): the streamed preprocess refuses them with the
+    in-memory reader's message (the first problem in file order), and nothing is written."""
+    import pytest
+
+    from seqkit.core.errors import SeqkitError
+    from seqkit.core.registry import TOKENIZERS
+    from seqkit.preprocess.labelled import preprocess_in_memory
+    from seqkit.preprocess.text import PreprocessConfig, preprocess
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name, data in files.items():
+        (raw / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    over = {k: str(raw / v) if k.endswith("pref") else v for k, v in over.items()}
+
+    def cfg(dest):
+        return PreprocessConfig(task=task, trainpref=str(raw / "train"), destdir=str(tmp_path / dest),
+                                tokenizer=TOKENIZERS.make_config({"name": "space"}), **over)
+
+    with pytest.raises(SeqkitError) as old:
+        preprocess_in_memory(cfg("old"), cfg("old").tokenizer, str(tmp_path / "old"))
+    with pytest.raises(SeqkitError) as new:
+        preprocess(cfg("new"))
+    assert str(new.value) == str(old.value)
+    assert os.listdir(tmp_path) == ["raw"]

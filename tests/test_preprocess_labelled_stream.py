@@ -19,12 +19,11 @@ from seqkit.data.indexed_dataset import IndexedDataset
 from seqkit.data.labelled_text import read_classification
 from seqkit.preprocess import encode, stream
 from seqkit.preprocess.carve import carve, held_rows, pick
-from seqkit.preprocess.labelled import preprocess_in_memory
 from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.wordpiece import WordPieceTokenizer
 
 from label_fixtures import one_line_error
-from stream_fixtures import _strip_new, digest
+from stream_fixtures import _strip_new, assert_same_refusal, digest
 
 seqkit.import_builtin_components()
 
@@ -276,24 +275,7 @@ def test_bad_input_is_the_in_memory_readers_one_line(tmp_path, monkeypatch, case
     """The same message as the in-memory reader (the first problem, in file order, also when a
     block holds a row error before a bad byte); nothing written."""
     monkeypatch.setattr(stream, "BLOCK_BYTES", block)
-    files, over = BAD[case]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    for name, data in files.items():
-        (raw / name).write_bytes(data if isinstance(data, bytes) else data.encode())
-    if "validpref" in over:
-        over = dict(over, validpref=str(raw / over["validpref"]))
-
-    def cfg(dest):
-        return PreprocessConfig(task="classification", trainpref=str(raw / "train"), destdir=str(tmp_path / dest),
-                                tokenizer=TOKENIZERS.make_config({"name": "space"}), **over)
-
-    with pytest.raises(SeqkitError) as old:
-        preprocess_in_memory(cfg("old"), cfg("old").tokenizer, str(tmp_path / "old"))
-    with pytest.raises(SeqkitError) as new:
-        preprocess(cfg("new"))
-    assert str(new.value) == str(old.value)
-    assert os.listdir(tmp_path) == ["raw"]
+    assert_same_refusal(tmp_path, "classification", *BAD[case])
 
 
 def test_a_line_over_1_mb_is_refused_by_number(tmp_path):

@@ -14,7 +14,6 @@ import torch
 
 import seqkit
 from seqkit.cli.preprocess import main
-from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import TOKENIZERS
 from seqkit.preprocess import encode, stream
 from seqkit.preprocess.labelled import preprocess_in_memory
@@ -24,7 +23,7 @@ from seqkit.tokenizers import load_tokenizer
 from seqkit.tokenizers.wordpiece import WordPieceTokenizer
 
 from label_fixtures import DOCSTART, one_line_error, tagged_sentences
-from stream_fixtures import digest
+from stream_fixtures import assert_same_refusal, digest
 
 seqkit.import_builtin_components()
 
@@ -192,23 +191,7 @@ def test_bad_input_is_the_in_memory_readers_one_line(tmp_path, monkeypatch, case
     """The same message as the in-memory reader (the first problem in file order, also when a block
     holds a line error before a bad byte); nothing written."""
     monkeypatch.setattr(stream, "BLOCK_BYTES", block)
-    files, over = BAD[case]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    for name, data in files.items():
-        (raw / name).write_bytes(data if isinstance(data, bytes) else data.encode())
-    over = {k: str(raw / v) if k.endswith("pref") else v for k, v in over.items()}
-
-    def cfg(dest):
-        return PreprocessConfig(task="tagging", trainpref=str(raw / "train"), destdir=str(tmp_path / dest),
-                                tokenizer=TOKENIZERS.make_config({"name": "space"}), **over)
-
-    with pytest.raises(SeqkitError) as old:
-        preprocess_in_memory(cfg("old"), cfg("old").tokenizer, str(tmp_path / "old"))
-    with pytest.raises(SeqkitError) as new:
-        preprocess(cfg("new"))
-    assert str(new.value) == str(old.value)
-    assert os.listdir(tmp_path) == ["raw"]
+    assert_same_refusal(tmp_path, "tagging", *BAD[case])
 
 
 def test_workers_are_read_by_tagging(raw, tmp_path, run_cli):

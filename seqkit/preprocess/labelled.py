@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
@@ -39,8 +38,8 @@ from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_cl
 from seqkit.preprocess.carve import carve, held_rows
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
-from seqkit.preprocess.labelled_stream import (KEY, KeptTexts, build_dictionary, check_known, check_source, encode_all,
-                                               kept_labels, merge, plan)
+from seqkit.preprocess.labelled_stream import (KeptTexts, check_known, check_source, encode_all, kept_labels, plan,
+                                               write_folder)
 from seqkit.preprocess.tagging_stream import stream_tagging
 
 log = logging.getLogger("seqkit.preprocess")
@@ -222,27 +221,11 @@ def preprocess_classification(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, An
         log.info("read %s: %s", ", ".join(f"{s} {n}" for s, n in rows.items()),
                  f"{len(labels)} labels" + (" (sentence pairs)" if pairs else ""))
 
-        pretrained = pretrained_vocabulary(cfg.vocab_from) if cfg.vocab_from else None
-        if pretrained is not None:
-            tok, d = pretrained
-            tok_cfg = tok.cfg
-        else:  # each sentence of a pair on a line of its own
-            tok = train_tokenizers(tok_cfg, True, [KEY], KeptTexts(train, held, len(columns)))[KEY]
-        tasks = plan(sources, held, {x: i for i, x in enumerate(labels)}, cfg.workers, work, pretrained is None)
-        results = encode_all(tasks, cfg.workers, tok)
-        if pretrained is None:
-            d = build_dictionary(tok, results, cfg.thresholdsrc, cfg.nwordssrc)
-        d.save(os.path.join(out, "dict.input.txt"))
-        save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
-        atomic_write_text(os.path.join(out, "dict.label.txt"), "".join(f"{x} {label_counts[x]}\n" for x in labels))
-        stats = {}
-        for split in rows:
-            part = "held" if carved and split == "valid" else "kept"
-            src = sources["train" if part == "held" else split]
-            parts = [(t, r, part) for t, r in zip(tasks, results) if t.split == src.name]
-            stats[split] = merge(out, split, parts, tok, d, len(labels) if src.labels is not None else None)
-            _log_split(split, stats[split])
-        shutil.rmtree(work)
+        # each sentence of a pair on a line of its own for the tokenizer
+        tok_cfg, d, stats = write_folder(cfg, tok_cfg, out, work, sources, held, labels, label_counts, bool(carved),
+                                         KeptTexts(train, held, len(columns)), plan, encode_all)
+        for split, st in stats.items():
+            _log_split(split, st)
         write_meta(out, cfg, pairs, labels, tok_cfg, stats, carved)
     return _done(t_start, d, labels, stats, dest)
 

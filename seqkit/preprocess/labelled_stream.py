@@ -29,10 +29,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from seqkit.core.errors import SeqkitError
+from seqkit.core.io import atomic_write_text
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import dtype_for_vocab, write_index
 from seqkit.data.labelled_dataset import FIRST_TAG
 from seqkit.data.labelled_text import BOM, resolve_path
+from seqkit.preprocess.common import pretrained_vocabulary, save_torch, train_tokenizers
 from seqkit.preprocess.encode import (_TOKENIZERS, BATCH_LINES, REMAP_CHUNK, PieceIds, _read_lines, add_piece_counts,
                                      base_pieces, read_int32, remap, run_ranges)
 from seqkit.preprocess.stream import MAX_LINE_BYTES, Scan, Split, cuts, lines_of_ranks, scan_file
@@ -487,3 +489,39 @@ def merge(out: str, split: str, parts: List[Tuple[Any, RowResult, str]], tok: To
             os.remove(f"{task.prefix}.{part}.{ext}")
     return {"examples": n, "labelled": n_labels is not None, "tokens": ntok,
             "unk_pct": round(100.0 * unk / max(ntok, 1), 3)}
+
+
+def write_folder(cfg: Any, tok_cfg: Any, out: str, work: str, sources: Dict[str, Any], held: np.ndarray,
+                 labels: List[str], label_counts: Counter, carved: bool, tokenizer_texts: Any, plan_fn: Any,
+                 encode_fn: Any, per_token: bool = False) -> Tuple[Any, Dictionary, Dict[str, Dict[str, Any]]]:
+    """The steps after the check pass, for classification and tagging alike: the tokenizer (learnt
+    from ``tokenizer_texts``, or ``cfg.vocab_from``'s with its dictionary), ``plan_fn``'s ranges
+    encoded by ``encode_fn`` in ``cfg.workers`` processes, the dictionary from their counts, the
+    dictionaries and tokenizer saved, each split merged (the held-out rows as split valid when
+    ``carved``; ``per_token``: a label a position, an untagged split's file holding word starts);
+    the work folder removed. ``(tokenizer config, dictionary, each split's stats)``."""
+    pretrained = pretrained_vocabulary(cfg.vocab_from) if cfg.vocab_from else None
+    if pretrained is not None:
+        tok, d = pretrained
+        tok_cfg = tok.cfg
+    else:
+        tok = train_tokenizers(tok_cfg, True, [KEY], tokenizer_texts)[KEY]
+    tasks = plan_fn(sources, held, {x: i for i, x in enumerate(labels)}, cfg.workers, work, pretrained is None)
+    results = encode_fn(tasks, cfg.workers, tok)
+    if pretrained is None:
+        d = build_dictionary(tok, results, cfg.thresholdsrc, cfg.nwordssrc)
+    d.save(os.path.join(out, "dict.input.txt"))
+    save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
+    atomic_write_text(os.path.join(out, "dict.label.txt"), "".join(f"{x} {label_counts[x]}\n" for x in labels))
+    splits = dict.fromkeys(["train"] + (["valid"] if carved else []) + [split for split in sources if split != "train"])
+    stats = {}
+    for split in splits:
+        part = "held" if carved and split == "valid" else "kept"
+        src = sources["train" if part == "held" else split]
+        parts = [(t, r, part) for t, r in zip(tasks, results) if t.split == src.name]
+        n_labels = len(labels) if per_token or src.labels is not None else None
+        stats[split] = merge(out, split, parts, tok, d, n_labels, per_token=per_token)
+        if per_token:
+            stats[split]["labelled"] = src.labels is not None  # an untagged split's label file: word starts only
+    shutil.rmtree(work)
+    return tok_cfg, d, stats

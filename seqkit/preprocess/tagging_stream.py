@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -30,16 +29,15 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from seqkit.core.errors import SeqkitError
-from seqkit.core.io import atomic_write_text
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START
 from seqkit.data.labelled_text import resolve_path
 from seqkit.preprocess import encode, stream
 from seqkit.preprocess.carve import held_rows
-from seqkit.preprocess.common import pretrained_vocabulary, save_torch, split_names, train_tokenizers
+from seqkit.preprocess.common import split_names
 from seqkit.preprocess.encode import _TOKENIZERS, PieceIds, _read_lines, run_ranges
-from seqkit.preprocess.labelled_stream import (BOS, KEY, PARTS, UNK_WORD, Labels, RowResult, _lines,
-                                               build_dictionary, check_known, merge)
+from seqkit.preprocess.labelled_stream import (BOS, KEY, PARTS, UNK_WORD, Labels, RowResult, _lines, check_known,
+                                               write_folder)
 from seqkit.preprocess.stream import Scan, scan_file
 from seqkit.tokenizers import Tokenizer
 
@@ -372,27 +370,8 @@ def stream_tagging(cfg: Any, tok_cfg: Any,
             **{split: src.sentences for split, src in sources.items() if split != "train"}}
     log.info("read %s: %s", ", ".join(f"{s} {n}" for s, n in rows.items()), f"{len(labels)} labels")
 
-    pretrained = pretrained_vocabulary(cfg.vocab_from) if cfg.vocab_from else None
-    if pretrained is not None:
-        tok, d = pretrained
-        tok_cfg = tok.cfg
-    else:
-        tok = train_tokenizers(tok_cfg, True, [KEY], KeptSentences(train, held))[KEY]
-    tasks = plan(sources, held, {x: i for i, x in enumerate(labels)}, cfg.workers, work, pretrained is None)
-    results = encode_all(tasks, cfg.workers, tok)
-    if pretrained is None:
-        d = build_dictionary(tok, results, cfg.thresholdsrc, cfg.nwordssrc)
-    d.save(os.path.join(out, "dict.input.txt"))
-    save_torch(tok.state_dict(), os.path.join(out, "tokenizer.input.pt"))
-    atomic_write_text(os.path.join(out, "dict.label.txt"), "".join(f"{x} {label_counts[x]}\n" for x in labels))
-    stats = {}
-    for split in rows:
-        part = "held" if carved and split == "valid" else "kept"
-        src = sources["train" if part == "held" else split]
-        parts = [(t, r, part) for t, r in zip(tasks, results) if t.split == src.name]
-        stats[split] = merge(out, split, parts, tok, d, len(labels), per_token=True)
-        stats[split]["labelled"] = src.labels is not None  # an untagged split's label file: word starts only
-    shutil.rmtree(work)
+    tok_cfg, d, stats = write_folder(cfg, tok_cfg, out, work, sources, held, labels, label_counts, bool(carved),
+                                     KeptSentences(train, held), plan, encode_all, per_token=True)
     return tok_cfg, d, labels, stats, carved
 
 
