@@ -26,7 +26,6 @@ import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
-import numpy as np
 
 from seqkit.core.config import to_plain
 from seqkit.core.errors import SeqkitError
@@ -35,11 +34,11 @@ from seqkit.data.dictionary import UNK, Dictionary
 from seqkit.data.indexed_dataset import write_dataset
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START, encode_example
 from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_classification, read_conll
-from seqkit.preprocess.carve import carve, held_rows
+from seqkit.preprocess.carve import carve
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
-from seqkit.preprocess.labelled_stream import (KeptTexts, check_known, check_source, encode_all, kept_labels, plan,
-                                               write_folder)
+from seqkit.preprocess.labelled_stream import (KeptTexts, carve_rows, check_known, check_source, encode_all,
+                                               kept_labels, plan, write_folder)
 from seqkit.preprocess.tagging_stream import stream_tagging
 
 log = logging.getLogger("seqkit.preprocess")
@@ -204,13 +203,7 @@ def preprocess_classification(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, An
         train = sources["train"]
         if train.labels is None:
             raise SeqkitError(f"{train.path}: the training split has no labels (column {cfg.label_column!r})")
-        held, carved = np.zeros(0, dtype=np.int64), {}
-        if cfg.carve_valid > 0:
-            held = held_rows(train.rows, cfg.carve_valid, cfg.carve_seed, "examples")
-            log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid",
-                     cfg.carve_valid, cfg.carve_seed, len(held), train.rows)
-            carved = {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit,
-                      "from": train.path}
+        held, carved = carve_rows(cfg, train.rows, train.path)
         labels, label_counts = kept_labels(train, held)
         for split, src in sources.items():
             if split != "train":

@@ -20,6 +20,7 @@ a CoNLL check pass and sentence ranges of its own: :mod:`seqkit.preprocess.taggi
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections import Counter
@@ -34,11 +35,14 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import dtype_for_vocab, write_index
 from seqkit.data.labelled_dataset import FIRST_TAG
 from seqkit.data.labelled_text import BOM, resolve_path
+from seqkit.preprocess.carve import held_rows
 from seqkit.preprocess.common import pretrained_vocabulary, save_torch, train_tokenizers
 from seqkit.preprocess.encode import (_TOKENIZERS, BATCH_LINES, REMAP_CHUNK, PieceIds, _read_lines, add_piece_counts,
                                      base_pieces, read_int32, remap, run_ranges)
 from seqkit.preprocess.stream import MAX_LINE_BYTES, Scan, Split, cuts, lines_of_ranks, scan_file
 from seqkit.tokenizers import Tokenizer
+
+log = logging.getLogger("seqkit.preprocess")
 
 KEY = "input"  # the tokenizer's "language" (encode's _TOKENIZERS key)
 
@@ -490,6 +494,17 @@ def merge(out: str, split: str, parts: List[Tuple[Any, RowResult, str]], tok: To
     return {"examples": n, "labelled": n_labels is not None, "tokens": ntok,
             "unk_pct": round(100.0 * unk / max(ntok, 1), 3)}
 
+
+def carve_rows(cfg: Any, n: int, path: str) -> Tuple[np.ndarray, Dict[str, Any]]:
+    """``(held, carved)``: the training rows ``carve_valid`` holds out of ``n`` (sorted; none when 0)
+    and preprocess.json's record of the carve (empty when nothing is carved)."""
+    if cfg.carve_valid <= 0:
+        return np.zeros(0, dtype=np.int64), {}
+    held = held_rows(n, cfg.carve_valid, cfg.carve_seed, "examples")
+    log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid",
+             cfg.carve_valid, cfg.carve_seed, len(held), n)
+    return held, {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit,
+                  "from": path}
 
 def write_folder(cfg: Any, tok_cfg: Any, out: str, work: str, sources: Dict[str, Any], held: np.ndarray,
                  labels: List[str], label_counts: Counter, carved: bool, tokenizer_texts: Any, plan_fn: Any,

@@ -33,11 +33,10 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.labelled_dataset import FIRST_TAG, NOT_A_WORD_START, UNLABELLED_WORD_START
 from seqkit.data.labelled_text import resolve_path
 from seqkit.preprocess import encode, stream
-from seqkit.preprocess.carve import held_rows
 from seqkit.preprocess.common import split_names
 from seqkit.preprocess.encode import _TOKENIZERS, PieceIds, _read_lines, run_ranges
-from seqkit.preprocess.labelled_stream import (BOS, KEY, PARTS, UNK_WORD, Labels, RowResult, _lines, check_known,
-                                               write_folder)
+from seqkit.preprocess.labelled_stream import (BOS, KEY, PARTS, UNK_WORD, Labels, RowResult, _lines, carve_rows,
+                                               check_known, write_folder)
 from seqkit.preprocess.stream import Scan, scan_file
 from seqkit.tokenizers import Tokenizer
 
@@ -354,14 +353,8 @@ def stream_tagging(cfg: Any, tok_cfg: Any,
     train = sources["train"]
     if train.labels is None:
         raise SeqkitError(f"{train.path}: the training split has no labels (tag column)")
-    held, carved, held_part = np.zeros(0, dtype=np.int64), {}, None
-    if cfg.carve_valid > 0:
-        held = held_rows(train.sentences, cfg.carve_valid, cfg.carve_seed, "examples")
-        log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid",
-                 cfg.carve_valid, cfg.carve_seed, len(held), train.sentences)
-        carved = {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit,
-                  "from": train.path}
-        held_part = held_tags(train, held)
+    held, carved = carve_rows(cfg, train.sentences, train.path)
+    held_part = held_tags(train, held) if carved else None
     labels, label_counts = kept_tags(train, held_part)
     for split, src in sources.items():
         if split != "train":
