@@ -14,7 +14,8 @@
 # and row.json; checkpoints in .../checkpoints. RATE=1e-3 replaces the mode's learning rate (the run
 # folder is then BODY-MODE-lrRATE), EPOCHS=N the task's number of epochs (folder suffix -eN), and
 # TAG=name names a variant made by key=value settings (folder suffix -name), SEED=N the seed of the
-# head's initialisation, dropout and batch order (common.seed, default 1; folder suffix -sN).
+# head's initialisation, dropout and batch order (common.seed, default 1; folder suffix -sN), THREADS=N
+# the threads of every seqkit-train here (common.threads, default 2; 1 beside another run).
 # Choose on one split, report on another: SST-2 and RTE (GLUE hides its test labels) hold out a
 # seeded share of train (carve_seed 1, the same for every row and seed: split `valid`); the epoch is
 # chosen on it and GLUE's dev (split valid1) is scored once, at that checkpoint. The share and unit:
@@ -71,7 +72,7 @@ print("[" + ",".join(w[line.split()[0]] for line in open(sys.argv[1], encoding="
     "$data/dict.label.txt" "$words")
   seqkit-generate path="$ck" task.data="$data" gen_subset=$report icl.shots="$shots" common.seed="${SEED:-1}" \
     "icl.verbalizers=$verbalizers" "icl.template='$template'" icl.calibrate=$([[ -n $cal ]] && echo true || echo false) \
-    common.threads=2 "$@" \
+    common.threads="${THREADS:-2}" "$@" \
     > "$run/gen-$report.txt" 2> >(tee "$run/generate.log" >&2)
   seqkit-score hyp="$run/gen-$report.txt" | tee "$run/score.txt"
   python "$here/row.py" "$run" "$task" "$body" "icl-k$shots$cal" "$(( $(date +%s) - start ))" --base "$ck" \
@@ -100,7 +101,7 @@ PY
       checkpoint.restore_file="$ck" checkpoint.save_dir="$work/$body/$task-lm/checkpoints" \
       optimization.max_update="${LM_UPDATES:-500}" optimization.stop_time_hours=0 lr_scheduler=fixed \
       dataset.valid_subset="''" \
-      lr_scheduler.warmup_updates=100 checkpoint.no_epoch_checkpoints=true common.threads=2 2>&1 |
+      lr_scheduler.warmup_updates=100 checkpoint.no_epoch_checkpoints=true common.threads="${THREADS:-2}" 2>&1 |
       tee "$work/$body/$task-lm.train.log"
   fi
   ck="$lm_ck"
@@ -123,7 +124,7 @@ seqkit-train task="$( [[ $task == conll ]] && echo tagging || echo classificatio
   optimization.max_epoch="$epochs" common.seed="${SEED:-1}" \
   dataset.max_tokens=4096 dataset.max_sentences=32 checkpoint.save_dir="$run/checkpoints" \
   checkpoint.best_checkpoint_metric="$metric" checkpoint.maximize_best_checkpoint_metric=true \
-  checkpoint.no_epoch_checkpoints=true common.log_interval=200 common.threads=2 "$@" 2>&1 | tee "$run/train.log"
+  checkpoint.no_epoch_checkpoints=true common.log_interval=200 common.threads="${THREADS:-2}" "$@" 2>&1 | tee "$run/train.log"
 
 # the checkpoint chosen on `valid`, scored once on the reported split
 seqkit-generate path="$run/checkpoints/checkpoint_best.pt" task.data="$data" gen_subset=$report batch_size=64 \

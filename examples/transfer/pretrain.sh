@@ -11,7 +11,8 @@
 # roberta 2,896, electra 2,133, bart 1,630 (30 minutes each on the 2-core AMD EPYC of 2026-11-25, other
 # work beside some: the minutes are an estimate). bert and xlnet have no row: give UPDATES=N or CLOCK=1.
 # UPDATES=N stops at N updates instead (MINUTES still sets the schedule). CLOCK=1 stops after MINUTES
-# of training instead, a clock budget: the body then depends on the machine's load.
+# of training instead, a clock budget: the body then depends on the machine's load. THREADS=N: the
+# threads of each seqkit-train (common.threads, default 2; 1 beside another run).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:?usage: pretrain.sh WORK_DIR BODY [MINUTES]}"
@@ -50,7 +51,7 @@ case "$body" in
       extra=(model.share_input_output_embed=true "model.adaptive_softmax_cutoff=[]" criterion=cross_entropy)
     fi
     seqkit-train --config "$config" task.data="$work/data-bin" checkpoint.save_dir="$work/$body/checkpoints" \
-      "${budget[@]}" lr_scheduler.period_updates="$period" "${extra[@]}" 2>&1 |
+      "${budget[@]}" lr_scheduler.period_updates="$period" common.threads="${THREADS:-2}" "${extra[@]}" 2>&1 |
       tee "$work/$body.train.log"
     seqkit-eval-lm path="$work/$body/checkpoints/checkpoint_best.pt" task.data="$work/data-bin" gen_subset=valid \
       tokens_per_sample=128 | tee "$work/$body.eval.json" ;;

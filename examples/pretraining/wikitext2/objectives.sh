@@ -12,7 +12,8 @@
 # the 2-core AMD EPYC of 2026-11-23/24, the minutes an estimate. roberta has no run here: give it
 # UPDATES=N or MINUTES. xlnet (permutation LM, not run yet) takes BERT's size (xlnet_mini = bert_mini's
 # shape) and BERT's count, 1,243, so that the two compare at one budget. UPDATES=N stops every objective at N updates. MINUTES (a number as the second
-# argument) gives each a clock budget instead: its figure then depends on the machine's load.
+# argument) gives each a clock budget instead: its figure then depends on the machine's load. THREADS=N:
+# common.threads of each seqkit-train (default 2; 1 beside another run).
 # OBJECTIVE: elmo bert roberta albert spanbert electra xlnet bart t5 (default: all but roberta and xlnet). GPT and the
 # LSTM LM have their own recipe (examples/language_model/wikitext2), RoBERTa on the word vocabulary too
 # (examples/masked_lm/wikitext2); roberta here is the same model on this script's vocabulary.
@@ -82,7 +83,7 @@ for objective in "${objectives[@]}"; do
   else budget=(optimization.stop_time_hours=0 optimization.max_update="${UPDATES:-${COUNT[$objective]}}"); fi
   seqkit-train "${args[@]}" task.data="$work/data-bin" checkpoint.save_dir="$out/checkpoints" \
     "${budget[@]}" lr_scheduler=fixed lr_scheduler.warmup_updates=100 \
-    checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads=2 2>&1 | tee "$out.train.log"
+    checkpoint.no_epoch_checkpoints=true common.log_interval=50 common.threads="${THREADS:-2}" 2>&1 | tee "$out.train.log"
   # a language model is scored on blocks of 128; the others on the samples they trained on, which
   # seqkit-eval-lm takes from the checkpoint (it refuses tokens_per_sample= for them)
   block=(); [[ $objective == elmo ]] && block=(tokens_per_sample=128)
@@ -93,7 +94,7 @@ for objective in "${objectives[@]}"; do
   seqkit-train task=classification task.data="$out/sst2" model=pretrained_classifier \
     model.path="$out/checkpoints/checkpoint_best.pt" optimizer=adamw optimizer.lr=1e-4 lr_scheduler=fixed \
     dataset.max_tokens=4096 optimization.max_update=60 checkpoint.save_dir="$out/sst2-checkpoints" \
-    checkpoint.no_epoch_checkpoints=true common.log_interval=20 common.threads=2 2>&1 | tee "$out.sst2.log"
+    checkpoint.no_epoch_checkpoints=true common.log_interval=20 common.threads="${THREADS:-2}" 2>&1 | tee "$out.sst2.log"
 done
 
 # one table: language models compare perplexities, the others losses (bits per scored token)
