@@ -10,7 +10,7 @@
 # same count gives the same checkpoint on any host): elmo 173, bart 374, t5 730 (what 12 minutes gave
 # each), bert 1,243, albert 1,503, spanbert 1,270 (18 minutes), electra 2,988 (45 minutes), all on
 # the 2-core AMD EPYC of 2026-11-23/24, the minutes an estimate. roberta has no run here: give it
-# UPDATES=N or MINUTES. xlnet (permutation LM, not run yet) takes BERT's size (xlnet_mini = bert_mini's
+# UPDATES=N or MINUTES. xlnet (permutation LM, run 2026-11-29) takes BERT's size (xlnet_mini = bert_mini's
 # shape) and BERT's count, 1,243, so that the two compare at one budget. UPDATES=N stops every objective at N updates. MINUTES (a number as the second
 # argument) gives each a clock budget instead: its figure then depends on the machine's load. THREADS=N:
 # common.threads of each seqkit-train (default 2; 1 beside another run).
