@@ -12,7 +12,6 @@ import random
 import pytest
 
 import seqkit
-from seqkit.cli.preprocess import main
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import TOKENIZERS
 from seqkit.data.indexed_dataset import IndexedDataset
@@ -22,7 +21,6 @@ from seqkit.preprocess.carve import carve, held_rows, pick
 from seqkit.preprocess.text import PreprocessConfig, preprocess
 from seqkit.tokenizers.wordpiece import WordPieceTokenizer
 
-from label_fixtures import one_line_error
 from stream_fixtures import _strip_new, assert_same_refusal, digest
 
 seqkit.import_builtin_components()
@@ -285,14 +283,6 @@ def test_a_line_over_1_mb_is_refused_by_number(tmp_path):
         preprocess(PreprocessConfig(task="classification", trainpref=str(tmp_path / "train"),
                                     destdir=str(tmp_path / "bin"), tokenizer=TOKENIZERS.make_config({"name": "space"})))
     assert sorted(os.listdir(tmp_path)) == ["train.tsv"]
-
-
-def test_workers_refused_where_rows_stay_in_memory(tmp_path, run_cli):
-    _single(str(tmp_path), _rows(20, 0))
-    r = run_cli(main, ["task=classification", f"trainpref={tmp_path}/train", "carve_valid=0.2", "carve_unit=sentence",
-                       "workers=2", f"destdir={tmp_path / 'bin'}", "tokenizer=space"])
-    one_line_error(r, "seqkit-preprocess", "workers=2: carve_unit=sentence reads every row in memory", "drop workers")
-    assert not (tmp_path / "bin").exists()  # task=tagging reads workers: tests/test_preprocess_tagging_stream.py
 
 
 if __name__ == "__main__":  # print the digests of this checkout's folders (how FROZEN was made)

@@ -196,12 +196,12 @@ def test_bad_input_is_the_in_memory_readers_one_line(tmp_path, monkeypatch, case
 
 def test_workers_are_read_by_tagging(raw, tmp_path, run_cli):
     """task=tagging workers=2 runs (it was refused as a setting tagging does not read); with
-    carve_unit=sentence, which stays in memory, the refusal names that cause."""
+    carve_unit=sentence the refusal names its cause: tagged sentences, not the workers."""
     r = run_cli(main, ["task=tagging", f"trainpref={raw}/train", "workers=2", f"destdir={tmp_path / 'bin'}",
                        "tokenizer=space"])
     assert r.code == 0, r.err
     assert (tmp_path / "bin" / "train.label.idx").is_file()
     r = run_cli(main, ["task=tagging", f"trainpref={raw}/train", "carve_valid=0.2", "carve_unit=sentence", "workers=2",
                        f"destdir={tmp_path / 'bin2'}", "tokenizer=space"])
-    one_line_error(r, "seqkit-preprocess", "workers=2: carve_unit=sentence reads every row in memory", "drop workers")
+    one_line_error(r, "seqkit-preprocess", "carve_unit=sentence is for single-sentence", "use carve_unit=example")
     assert not (tmp_path / "bin2").exists()

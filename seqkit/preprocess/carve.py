@@ -10,6 +10,9 @@ Two units (``carve_unit=``):
   whitespace tokens). A seeded share of the sentences is held out, whole sentences only (as dev
   is), and every row found only inside held-out sentences leaves train; a phrase that is also
   inside a kept sentence stays in train, since a kept sentence would have given it anyway.
+
+:func:`carve_sentences` holds every row's tokens; ``seqkit-preprocess`` streams its training rows and
+makes the same choice in a few bytes a row (:mod:`seqkit.preprocess.carve_stream`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from seqkit.data.labelled_text import LabelledSplit
 log = logging.getLogger("seqkit.preprocess")
 
 Tokens = Tuple[str, ...]
+SENTENCE_DATA = ("carve_unit=sentence is for single-sentence classification data (phrase corpora such as SST-2); "
+                 "this data has sentence pairs or tagged words: use carve_unit=example")
 
 
 def subset(split: LabelledSplit, idx: List[int]) -> LabelledSplit:
@@ -68,8 +73,7 @@ def carve_sentences(train: LabelledSplit, share: float, seed: int) -> Tuple[Labe
     """(rest, held out, summary): a seeded share of the sentences (rows no other row contains) held
     out whole; the rows found only inside them are dropped from train."""
     if any(len(t) != 1 for t in train.texts):
-        raise SeqkitError("carve_unit=sentence is for single-sentence classification data (phrase corpora such "
-                          "as SST-2); this data has sentence pairs or tagged words: use carve_unit=example")
+        raise SeqkitError(SENTENCE_DATA)
     tokens: List[Tokens] = [tuple(t[0].split()) for t in train.texts]
     rows = set(tokens)
     inside = set()  # rows that are a proper part of another row

@@ -12,13 +12,16 @@ into pieces on its own; the word's tag goes on its first piece (see
 :mod:`seqkit.data.labelled_dataset` for how labels are stored).
 
 ``task=classification`` streams (:mod:`seqkit.preprocess.labelled_stream`: memory flat in the
-corpus size, ``workers`` processes), and so does ``task=tagging``
-(:mod:`seqkit.preprocess.tagging_stream`: worker ranges start where a CoNLL sentence starts). In
-memory still: ``carve_unit=sentence`` (it compares every row's spans with every other row's).
+corpus size, ``workers`` processes; ``carve_unit=sentence`` too, in a few bytes a training row:
+:mod:`seqkit.preprocess.carve_stream`), and so does ``task=tagging``
+(:mod:`seqkit.preprocess.tagging_stream`: worker ranges start where a CoNLL sentence starts).
+:func:`preprocess_in_memory` reads every split in memory: the reference the tests hold the streamed
+folders to, byte for byte.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -26,6 +29,7 @@ import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
+import numpy as np
 
 from seqkit.core.config import to_plain
 from seqkit.core.errors import SeqkitError
@@ -37,7 +41,7 @@ from seqkit.data.labelled_text import LabelledSplit, check_known_labels, read_cl
 from seqkit.preprocess.carve import carve
 from seqkit.preprocess.common import (pretrained_vocabulary, save_torch, sigterm_as_exit, split_names,
                                       train_tokenizers)
-from seqkit.preprocess.labelled_stream import (KeptTexts, carve_rows, check_known, check_source, encode_all,
+from seqkit.preprocess.labelled_stream import (KeptTexts, carve_train, check_known, check_source, encode_all,
                                                kept_labels, plan, write_folder)
 from seqkit.preprocess.tagging_stream import stream_tagging
 
@@ -89,16 +93,13 @@ def label_set(train: LabelledSplit) -> List[str]:
 
 
 def preprocess_labelled(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
-    """task=classification and tagging streamed; carve_unit=sentence in memory (see the module doc)."""
-    if not (cfg.carve_valid > 0 and cfg.carve_unit == "sentence"):
-        return (preprocess_tagging if cfg.task == "tagging" else preprocess_classification)(cfg, tok_cfg, dest)
-    if cfg.workers > 1:
-        raise SeqkitError(f"workers={cfg.workers}: carve_unit=sentence reads every row in memory, in one process "
-                          "(it compares each row's phrases with every other row's): drop workers")
-    return preprocess_in_memory(cfg, tok_cfg, dest)
+    """task=classification and tagging, streamed (see the module doc)."""
+    return (preprocess_tagging if cfg.task == "tagging" else preprocess_classification)(cfg, tok_cfg, dest)
 
 
 def preprocess_in_memory(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, Any]:
+    """Every split read in memory, then carved, encoded and written: the folder the streamed paths
+    must write (the tests' reference; ``preprocess_labelled`` does not call it)."""
     t_start = time.perf_counter()
     per_token = cfg.task == "tagging"
     data, carved = read_splits(cfg)
@@ -203,12 +204,12 @@ def preprocess_classification(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, An
         train = sources["train"]
         if train.labels is None:
             raise SeqkitError(f"{train.path}: the training split has no labels (column {cfg.label_column!r})")
-        held, carved = carve_rows(cfg, train.rows, train.path)
-        labels, label_counts = kept_labels(train, held)
+        held, dropped, carved = carve_train(cfg, train)
+        labels, label_counts = kept_labels(train, held, dropped)
         for split, src in sources.items():
             if split != "train":
                 check_known(src, split, labels)
-        rows = {"train": train.rows - len(held), **({"valid": len(held)} if carved else {}),
+        rows = {"train": train.rows - len(held) - len(dropped), **({"valid": len(held)} if carved else {}),
                 **{split: src.rows for split, src in sources.items() if split != "train"}}
         pairs = len(columns) == 2
         log.info("read %s: %s", ", ".join(f"{s} {n}" for s, n in rows.items()),
@@ -216,7 +217,8 @@ def preprocess_classification(cfg: Any, tok_cfg: Any, dest: str) -> Dict[str, An
 
         # each sentence of a pair on a line of its own for the tokenizer
         tok_cfg, d, stats = write_folder(cfg, tok_cfg, out, work, sources, held, labels, label_counts, bool(carved),
-                                         KeptTexts(train, held, len(columns)), plan, encode_all)
+                                         KeptTexts(train, np.union1d(held, dropped), len(columns)),
+                                         functools.partial(plan, dropped=dropped), encode_all)
         for split, st in stats.items():
             _log_split(split, st)
         write_meta(out, cfg, pairs, labels, tok_cfg, stats, carved)

@@ -6,11 +6,13 @@ counts, offsets) parses the rows of each block as it goes (:class:`TsvRows`, :cl
 with the checks and messages of :mod:`seqkit.data.labelled_text`, and keeps per split its rows,
 the lines that hold none (a TSV's header and blank lines), each label's first line and, for train,
 a label code per row (a byte while there are under 256 labels) -> **carve**: carve_valid's rows,
-``random.Random(seed).sample(range(n), k)`` as before, held as a sorted array -> **labels**: those of
-the rows train keeps, sorted; one another split has that train lacks is refused -> **learn the
-tokenizer** on a seeded sample of the training texts -> **encode** each row once in ``workers``
-processes over line ranges (:func:`encode_rows`: provisional ids as
-:class:`seqkit.preprocess.encode.PieceIds` numbers them, the carved rows apart) -> the
+``random.Random(seed).sample(range(n), k)`` as before, held as a sorted array; with
+``carve_unit=sentence``, whole sentences held out and the rows found only inside them dropped
+(:mod:`seqkit.preprocess.carve_stream`: three more passes over the training rows, ~10 bytes a row)
+-> **labels**: those of the rows train keeps, sorted; one another split has that train lacks is
+refused -> **learn the tokenizer** on a seeded sample of the kept training texts -> **encode** each
+kept or held row once in ``workers`` processes over line ranges (:func:`encode_rows`: provisional ids
+as :class:`seqkit.preprocess.encode.PieceIds` numbers them, the carved rows apart) -> the
 **dictionary** from the kept rows' counts -> **binarize**: each split's parts remapped and merged in
 file order, with its labels and its text.
 
@@ -35,9 +37,11 @@ from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import dtype_for_vocab, write_index
 from seqkit.data.labelled_dataset import FIRST_TAG
 from seqkit.data.labelled_text import BOM, resolve_path
-from seqkit.preprocess.carve import held_rows
+from seqkit.preprocess import encode
+from seqkit.preprocess.carve import SENTENCE_DATA, held_rows
+from seqkit.preprocess.carve_stream import carve_sentence_rows
 from seqkit.preprocess.common import pretrained_vocabulary, save_torch, train_tokenizers
-from seqkit.preprocess.encode import (_TOKENIZERS, BATCH_LINES, REMAP_CHUNK, PieceIds, _read_lines, add_piece_counts,
+from seqkit.preprocess.encode import (_TOKENIZERS, REMAP_CHUNK, PieceIds, _read_lines, add_piece_counts,
                                      base_pieces, read_int32, remap, run_ranges)
 from seqkit.preprocess.stream import MAX_LINE_BYTES, Scan, Split, cuts, lines_of_ranks, scan_file
 from seqkit.tokenizers import Tokenizer
@@ -265,13 +269,15 @@ def check_source(name: str, pref: str, columns: List[str], label_column: str, wo
     raise SeqkitError(f"file not found: {pref} (tried {pref}, {pref}.tsv, {pref}.input0 + {pref}.label)")
 
 
-def kept_labels(train: Source, held: np.ndarray) -> Tuple[List[str], Dict[str, int]]:
+def kept_labels(train: Source, held: np.ndarray, dropped: np.ndarray) -> Tuple[List[str], Dict[str, int]]:
     """(the labels of the rows train keeps, sorted; label -> its count there). A label that only
-    carved rows have is refused, naming the first such row, as the carved split's check did."""
+    carved rows have is refused, naming the first such row, as the carved split's check did; the
+    dropped rows' labels count nowhere."""
     assert train.labels is not None
     seen, codes = train.labels.seen(), train.labels.codes()
     held_codes = codes[held]  # (k,)
-    kept = np.bincount(codes, minlength=len(seen)) - np.bincount(held_codes, minlength=len(seen))  # (labels,)
+    kept = (np.bincount(codes, minlength=len(seen)) - np.bincount(held_codes, minlength=len(seen)) -
+            np.bincount(codes[dropped], minlength=len(seen)))  # (labels,)
     labels = sorted(seen[c] for c in np.flatnonzero(kept).tolist())
     alone = np.flatnonzero(kept[held_codes] == 0)
     if len(alone):
@@ -317,15 +323,17 @@ def rows_of(src: Source, a: int, b: int) -> Rows:
 
 
 def row_batches(rows: Rows) -> Iterator[Tuple[int, List[Tuple[str, ...]], Optional[List[str]]]]:
-    """(number of the first row, texts, labels or None) of each batch of up to ``BATCH_LINES`` lines."""
+    """(number of the first row, texts, labels or None) of each batch of up to ``encode.BATCH_LINES``
+    lines (read when called: tests set it small)."""
     files = []
     try:
         for path, offset in rows.files:
             files.append(open(path, "rb"))
             files[-1].seek(offset)
         row = rows.first_row
-        for start in range(0, rows.count, BATCH_LINES):
-            n = min(BATCH_LINES, rows.count - start)
+        batch = encode.BATCH_LINES
+        for start in range(0, rows.count, batch):
+            n = min(batch, rows.count - start)
             cols = [_read_lines(f, n) for f in files]
             gone = rows.drop[np.searchsorted(rows.drop, start):np.searchsorted(rows.drop, start + n)] - start
             if len(gone):
@@ -339,9 +347,16 @@ def row_batches(rows: Rows) -> Iterator[Tuple[int, List[Tuple[str, ...]], Option
             f.close()
 
 
+def sentence_texts(src: Source) -> Any:
+    """A fresh pass over ``src``'s texts (single sentences), a batch at a time: what
+    :func:`seqkit.preprocess.carve_stream.carve_sentence_rows` reads."""
+    return lambda: ([t[0] for t in texts] for _, texts, _ in row_batches(rows_of(src, 0, src.split.lines)))
+
+
 class KeptTexts:
-    """:class:`seqkit.preprocess.common.TrainText` over the texts of the rows train keeps, each
-    text of a pair on a line of its own (what the tokenizer learns from)."""
+    """:class:`seqkit.preprocess.common.TrainText` over the texts of the rows train keeps (``held``:
+    the rows it does not keep, sorted), each text of a pair on a line of its own (what the
+    tokenizer learns from)."""
 
     def __init__(self, train: Source, held: np.ndarray, width: int):
         self.train, self.held, self.width = train, held, width
@@ -368,7 +383,8 @@ class KeptTexts:
 @dataclass
 class RowRange:
     """One worker's rows: ``rows``; ``held``, the numbers of those carve_valid holds out (sorted);
-    ``label_id`` (None: no labels); its files PREFIX.{kept,held}.{ids,len,lab,txt}."""
+    ``label_id`` (None: no labels); its files PREFIX.{kept,held}.{ids,len,lab,txt}; ``dropped``, the
+    numbers of the rows in neither part (sorted: carve_unit=sentence's)."""
 
     split: str
     rows: Rows
@@ -376,6 +392,7 @@ class RowRange:
     label_id: Optional[Dict[str, int]]
     prefix: str
     count: bool  # count the kept rows' pieces (the dictionary is built from these)
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 @dataclass
@@ -412,9 +429,10 @@ def encode_rows(task: RowRange) -> RowResult:
     written = dict.fromkeys(PARTS, 0)
     try:
         for row, texts, labels in row_batches(task.rows):
-            held = np.zeros(len(texts), dtype=bool)
-            held[task.held[np.searchsorted(task.held, row):np.searchsorted(task.held, row + len(texts))] - row] = True
-            for part, take in zip(PARTS, (np.flatnonzero(~held).tolist(), np.flatnonzero(held).tolist())):
+            fate = np.zeros(len(texts), dtype=np.int8)  # 0 kept, 1 held, 2 dropped
+            for code, rows in ((1, task.held), (2, task.dropped)):
+                fate[rows[np.searchsorted(rows, row):np.searchsorted(rows, row + len(texts))] - row] = code
+            for part, take in zip(PARTS, (np.flatnonzero(fate == 0).tolist(), np.flatnonzero(fate == 1).tolist())):
                 if take:
                     _write_part(table, [texts[i] for i in take], None if labels is None else [labels[i] for i in take],
                                 task, files[part], task.count and part == "kept")
@@ -427,18 +445,21 @@ def encode_rows(task: RowRange) -> RowResult:
 
 
 def plan(sources: Dict[str, Source], held: np.ndarray, label_id: Dict[str, int], workers: int, work: str,
-         count: bool) -> List[RowRange]:
-    """Each split's lines cut into up to ``workers`` ranges (at offsets a worker can seek), in order."""
+         count: bool, dropped: Optional[np.ndarray] = None) -> List[RowRange]:
+    """Each split's lines cut into up to ``workers`` ranges (at offsets a worker can seek), in order;
+    ``dropped``: the training rows that go to no split (sorted)."""
+    dropped = held[:0] if dropped is None else dropped
     tasks: List[RowRange] = []
     for src in sources.values():
         cut = cuts(src.split, workers, 1)[0]
         for a, b in zip(cut, cut[1:]):
             rows = rows_of(src, a, b)
             last = rows.first_row + src.split.kept(a, b)
-            mine = held[np.searchsorted(held, rows.first_row):np.searchsorted(held, last)] if src.name == "train" \
-                else held[:0]
-            tasks.append(RowRange(src.name, rows, mine, label_id if src.labels is not None else None,
-                                  os.path.join(work, f"{src.name}.{len(tasks)}"), count and src.name == "train"))
+            mine = [x[np.searchsorted(x, rows.first_row):np.searchsorted(x, last)] if src.name == "train" else x[:0]
+                    for x in (held, dropped)]
+            tasks.append(RowRange(src.name, rows, mine[0], label_id if src.labels is not None else None,
+                                  os.path.join(work, f"{src.name}.{len(tasks)}"), count and src.name == "train",
+                                  mine[1]))
     return tasks
 
 
@@ -451,6 +472,7 @@ def build_dictionary(tok: Tokenizer, results: List[RowResult], threshold: int, n
     did; the pieces it can emit that training never did get an id too (count 0)."""
     counts: Counter = Counter()
     add_piece_counts(counts, tok, [(res.pieces, res.counts) for res in results if res.counts is not None])
+    counts = +counts  # without the pieces a range met only in rows it did not count (held out, dropped)
     for piece in getattr(tok, "vocab_pieces", list)():
         counts.setdefault(piece, 0)
     return Dictionary.build(counts, threshold=threshold, nwords=nwords)
@@ -495,16 +517,34 @@ def merge(out: str, split: str, parts: List[Tuple[Any, RowResult, str]], tok: To
             "unk_pct": round(100.0 * unk / max(ntok, 1), 3)}
 
 
+def _record(cfg: Any, path: str) -> Dict[str, Any]:
+    return {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit, "from": path}
+
+
 def carve_rows(cfg: Any, n: int, path: str) -> Tuple[np.ndarray, Dict[str, Any]]:
     """``(held, carved)``: the training rows ``carve_valid`` holds out of ``n`` (sorted; none when 0)
-    and preprocess.json's record of the carve (empty when nothing is carved)."""
+    and preprocess.json's record of the carve (empty when nothing is carved). carve_unit=sentence
+    is refused here (sentence pairs, tagged sentences): :func:`carve_train` carves single sentences."""
     if cfg.carve_valid <= 0:
         return np.zeros(0, dtype=np.int64), {}
+    if cfg.carve_unit == "sentence":
+        raise SeqkitError(SENTENCE_DATA)
     held = held_rows(n, cfg.carve_valid, cfg.carve_seed, "examples")
     log.info("carve_valid=%g carve_seed=%d: %d of %d training examples held out as split valid",
              cfg.carve_valid, cfg.carve_seed, len(held), n)
-    return held, {"split": "valid", "share": cfg.carve_valid, "seed": cfg.carve_seed, "unit": cfg.carve_unit,
-                  "from": path}
+    return held, _record(cfg, path)
+
+
+def carve_train(cfg: Any, train: Source) -> Tuple[np.ndarray, np.ndarray, Dict[str, Any]]:
+    """``(held, dropped, carved)``: :func:`carve_rows`, or with carve_unit=sentence on single
+    sentences the rows :func:`seqkit.preprocess.carve.carve_sentences` holds out and drops."""
+    if cfg.carve_valid > 0 and cfg.carve_unit == "sentence" and len(train.layout.text_idx) == 1:
+        held, dropped, summary = carve_sentence_rows(sentence_texts(train), train.rows, cfg.carve_valid,
+                                                     cfg.carve_seed)
+        return held, dropped, {**_record(cfg, train.path), **summary}
+    held, carved = carve_rows(cfg, train.rows, train.path)
+    return held, held[:0], carved
+
 
 def write_folder(cfg: Any, tok_cfg: Any, out: str, work: str, sources: Dict[str, Any], held: np.ndarray,
                  labels: List[str], label_counts: Counter, carved: bool, tokenizer_texts: Any, plan_fn: Any,
