@@ -335,6 +335,15 @@ def test_frozen_eval_chooses_on_the_carve_and_scores_dev(task, checkpoints, tmp_
     assert row["chosen_epochs"] in (1, 3) and set(row["held_accuracy_by_epochs"]) == {1, 3}
     assert row["dev"] == 12 and row["train"] + row["held_out"] <= 60 and row["held_out"] >= 1
     assert 0 <= row["dev_accuracy"] <= 100 and row["dev_majority"] == 50.0
+    assert row["seed"] == 1 and "seeds" not in row
+    # --seeds: the vectors once, a carve and a classifier per seed, their mean and sd
+    rows = frozen_eval.main([str(checkpoints["skip_thought"]), task, str(tmp_path), "--epochs", "1,3", "--seeds", "1,2"])
+    assert [r["seed"] for r in rows["seeds"]] == [1, 2] and rows["seeds"][0] == {k: row[k] for k in rows["seeds"][0]}
+    accs = [r["dev_accuracy"] for r in rows["seeds"]]
+    assert rows["dev_accuracy_mean"] == round(sum(accs) / 2, 2)
+    assert rows["dev_accuracy_sd"] == round(abs(accs[0] - accs[1]) / 2 ** 0.5, 2)
+    with pytest.raises(SystemExit):
+        frozen_eval.parse([str(checkpoints["skip_thought"]), task, str(tmp_path), "--seeds", "1,1"])
 
 
 @pytest.mark.parametrize("task", ["skip_thought", "quick_thought"])

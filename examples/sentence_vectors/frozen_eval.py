@@ -12,16 +12,20 @@ regression on the standardized features (seqkit-probe's linear probe, Adam, seed
 train minus the carved split for each number of epochs of ``--epochs``; the count with the best
 accuracy on the carved split is kept and that one classifier scores dev, once. The carve is the
 recipes' (examples/classification/carve.sh): SST-2 10% of its sentences whole, others a seeded 5%
-of the rows (seqkit/preprocess/carve.py). One JSON object is printed (and written to ``--output``).
+of the rows (seqkit/preprocess/carve.py). ``--seeds 1,2,3`` encodes the sentences once and repeats
+the carve, the choice and the dev score per seed (the seed draws both the carve and the classifier);
+the row then holds each seed's figures and their mean and sample sd. One JSON object is printed
+(and written to ``--output``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 from types import SimpleNamespace
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -54,51 +58,72 @@ def parse(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--epochs", default="2,5,10,20,40", help="epoch counts to choose from, on the carved split")
     p.add_argument("--lr", type=float, default=0.01, help="Adam's rate for the logistic regression")
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--seed", type=int, default=1, help="seed of the carve and of the classifier")
+    p.add_argument("--seeds", default="1", help="seeds of the carve and of the classifier, comma-separated: "
+                                                "one row each, their mean and sd beside")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--output", default="", help="also write the JSON object here")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.seed_list = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        args.seed_list = []
+    if not args.seed_list or len(set(args.seed_list)) != len(args.seed_list):
+        p.error(f"--seeds {args.seeds!r}: give distinct integers, e.g. 1,2,3")
+    return args
+
+
+def one_seed(vec: Dict[str, np.ndarray], train: Any, dev: Any, share: float, unit: str, grid: List[int],
+             args: argparse.Namespace, seed: int) -> Dict:
+    """One seed's carve of ``train``, the epoch count chosen on it and that classifier's dev accuracy."""
+    from seqkit.analysis.probe import train_probe
+    from seqkit.preprocess.carve import carve
+
+    rest, held, _ = carve(train, share, seed, unit)
+    labels = sorted(set(rest.labels))
+    ids = {name: i for i, name in enumerate(labels)}
+    splits = (("train", rest), ("held", held), ("dev", dev))
+    x = {name: features(vec, s.texts) for name, s in splits}
+    y = {name: torch.tensor([ids[v] for v in s.labels]) for name, s in splits}
+
+    def fit(epochs: int, split: str) -> float:
+        cfg = SimpleNamespace(epochs=epochs, lr=args.lr, batch_size=args.batch_size, seed=seed)
+        pred, _ = train_probe([x["train"]], y["train"], [x[split]], len(labels), cfg)
+        return accuracy(pred, y[split])
+
+    held_scores = {e: fit(e, "held") for e in grid}
+    chosen = max(grid, key=lambda e: (held_scores[e], -e))  # ties: fewer epochs
+    majority = max(range(len(labels)), key=lambda k: int(y["train"].eq(k).sum()))
+    return {"seed": seed, "features": int(x["train"].size(1)), "train": len(rest.texts), "held_out": len(held.texts),
+            "dev": len(dev.texts), "held_accuracy_by_epochs": held_scores, "chosen_epochs": chosen,
+            "dev_accuracy": fit(chosen, "dev"), "dev_majority": accuracy(torch.full_like(y["dev"], majority), y["dev"])}
 
 
 def main(argv: List[str]) -> Dict:
     import seqkit
-    from seqkit.analysis.probe import train_probe
     from seqkit.analysis.sentence_vectors import SentenceEncoder
     from seqkit.core.checkpoints import load_for_inference
     from seqkit.data.labelled_text import read_classification
-    from seqkit.preprocess.carve import carve
 
     args = parse(argv)
     seqkit.import_builtin_components()
     if args.threads:
         torch.set_num_threads(args.threads)
     columns, label, share, unit = TASKS[args.task]
+    seeds = args.seed_list
     train = read_classification(os.path.join(args.data, "train.tsv"), columns, label)
     dev = read_classification(os.path.join(args.data, "dev.tsv"), columns, label)
-    rest, held, _ = carve(train, share, args.seed, unit)
     task, model = load_for_inference(args.checkpoint)
     encoder = SentenceEncoder(task, model, args.pooling, args.checkpoint)
-    unique = sorted({s for split in (rest, held, dev) for t in split.texts for s in t})
+    unique = sorted({s for split in (train, dev) for t in split.texts for s in t})
     # a sentence longer than the model's positions (a few RTE premises) is cut to them
     vec = dict(zip(unique, encoder.encode(unique, f"{args.task} sentences", 256, truncate=True)))
-    labels = sorted(set(rest.labels))
-    ids = {name: i for i, name in enumerate(labels)}
-    x = {name: features(vec, s.texts) for name, s in (("train", rest), ("held", held), ("dev", dev))}
-    y = {name: torch.tensor([ids[v] for v in s.labels]) for name, s in (("train", rest), ("held", held), ("dev", dev))}
-
-    def fit(epochs: int, split: str) -> float:
-        cfg = SimpleNamespace(epochs=epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed)
-        pred, _ = train_probe([x["train"]], y["train"], [x[split]], len(labels), cfg)
-        return accuracy(pred, y[split])
-
     grid = [int(e) for e in args.epochs.split(",")]
-    held_scores = {e: fit(e, "held") for e in grid}
-    chosen = max(grid, key=lambda e: (held_scores[e], -e))  # ties: fewer epochs
-    majority = max(range(len(labels)), key=lambda k: int(y["train"].eq(k).sum()))
-    row = {"checkpoint": os.path.abspath(args.checkpoint), "task": args.task, "pooling": args.pooling,
-           "features": int(x["train"].size(1)), "train": len(rest.texts), "held_out": len(held.texts),
-           "dev": len(dev.texts), "held_accuracy_by_epochs": held_scores, "chosen_epochs": chosen,
-           "dev_accuracy": fit(chosen, "dev"), "dev_majority": accuracy(torch.full_like(y["dev"], majority), y["dev"])}
+    runs = [one_seed(vec, train, dev, share, unit, grid, args, seed) for seed in seeds]
+    row = {"checkpoint": os.path.abspath(args.checkpoint), "task": args.task, "pooling": args.pooling, **runs[0]}
+    if len(runs) > 1:
+        dev_acc = [r["dev_accuracy"] for r in runs]
+        row = {**row, "seeds": runs, "dev_accuracy_mean": round(statistics.mean(dev_acc), 2),
+               "dev_accuracy_sd": round(statistics.stdev(dev_acc), 2)}
     text = json.dumps(row)
     print(text)
     if args.output:
