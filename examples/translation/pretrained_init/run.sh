@@ -13,7 +13,9 @@ XLM=${XLM:-2000}; MASS=${MASS:-1500}; BART=${BART:-1500}; FULL=${FULL:-1000}; LO
 T=(common.threads="${THREADS:-2}")
 mkdir -p "$W/logs"
 log() { echo "== $(date '+%F %T') $*" | tee -a "$W/logs/run.log"; }
-done_train() { [[ -f $1/train_log.jsonl ]] && grep -q '"tag": "energy"' "$1/train_log.jsonl"; }
+# a step is done when its log says it reached its update count (a run stopped by a signal says otherwise;
+# logs are appended, so a resumed run's log follows the stopped one's)
+done_train() { [[ -f $1 ]] && grep -q "done: reached max_update" "$1"; }
 
 log "start: XLM=$XLM MASS=$MASS BART=$BART FULL=$FULL LOW=$LOW ${T[*]}"
 [[ -f $W/data-bin/preprocess.json ]] || bash "$here/../multi30k/prepare.sh" "$W/data-bin" > "$W/logs/prepare.log" 2>&1
@@ -21,10 +23,10 @@ log "start: XLM=$XLM MASS=$MASS BART=$BART FULL=$FULL LOW=$LOW ${T[*]}"
   > "$W/logs/carve.log" 2>&1
 
 pretrain() {  # NAME CONFIG DATA UPDATES
-  done_train "$W/$1" && return 0
+  done_train "$W/logs/pretrain-$1.log" && return 0
   log "pretrain $1 ($4 updates)"
   seqkit-train --config "$here/$2" task.data="$3" checkpoint.save_dir="$W/$1" optimization.max_update="$4" \
-    "${T[@]}" > "$W/logs/pretrain-$1.log" 2>&1
+    "${T[@]}" >> "$W/logs/pretrain-$1.log" 2>&1
 }
 pretrain xlm pretrain_xlm.yaml "$W/data-bin" "$XLM"
 pretrain mass pretrain_mass.yaml "$W/data-bin" "$MASS"
@@ -41,10 +43,10 @@ pretrain bart pretrain_bart.yaml "$W/lm-bin" "$BART"
 finetune() {  # INIT DATA UPDATES CONFIG [overrides...]
   local init=$1 data=$2 updates=$3 config=$4; shift 4
   local dir="$W/ft-$init-$data"
-  if ! done_train "$dir"; then
+  if ! done_train "$W/logs/ft-$init-$data.log"; then
     log "fine-tune $init on $data ($updates updates)"
     seqkit-train --config "$here/$config" task.data="$W/$data" optimization.max_update="$updates" \
-      checkpoint.save_dir="$dir" "${T[@]}" "$@" > "$W/logs/ft-$init-$data.log" 2>&1
+      checkpoint.save_dir="$dir" "${T[@]}" "$@" >> "$W/logs/ft-$init-$data.log" 2>&1
   fi
   if [[ ! -f $dir/test/score.txt ]]; then
     seqkit-generate path="$dir/checkpoint_best.pt" task.data="$W/data-bin" gen_subset=test generation.beam=5 \
