@@ -1,9 +1,9 @@
 """Where an epoch's token-budget batching spends its time, step by step, as the corpus grows (issue 63).
 
 ``seqkit.data.batching.token_budget_batches`` at 1M / 4M / 16M examples, split into its steps (the
-seeded permutation, the gather of the sort keys in that order, the radix sort, the gather of the
-indices, the gather of the costs, the greedy cut, the slicing into batches, the shuffle of the
-batches), medians of ``--rounds``, with each step's log-log slope over the sizes (1 = linear). Two
+seeded permutation, drawn in a thread while the sort keys and the sorted costs are counted; the
+gather of the sort keys in that order and the radix sort; the gather of the indices; the greedy cut,
+the slicing into batches, the shuffle of the batches) and timed whole (``whole``), medians of ``--rounds``, with each step's log-log slope over the sizes (1 = linear). Two
 references of the same sizes: a sequential pass (a sum of the int32 sizes) and a random gather (an
 int32 array read through a permutation). The example lengths are synthetic (uniform 3..60, seed 0),
 which only the sort's and the cut's constants depend on. Checks the steps' batches against
@@ -28,12 +28,14 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-STEPS = ("permutation", "gather_keys", "radix_sort", "gather_order", "gather_costs", "cut", "slice", "shuffle")
+STEPS = ("permutation_beside_keys", "gather_keys", "radix_sort", "gather_order", "costs_counted", "cut", "slice",
+         "shuffle")
 
 
 def one_epoch(sizes: np.ndarray, max_tokens: int, seed: int, epoch: int) -> Dict[str, float]:
     """The seconds of each step of ``token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch)``,
-    done as it does them; asserts the same batches."""
+    done as it does them (the permutation drawn in a thread while the keys and costs are made, the
+    gathers in two threads), and of the whole call (``whole``); asserts the same batches."""
     from seqkit.data import batching as b
 
     times: Dict[str, float] = {}
@@ -45,16 +47,22 @@ def one_epoch(sizes: np.ndarray, max_tokens: int, seed: int, epoch: int) -> Dict
         return out
 
     rng = b.epoch_rng(seed, epoch)
-    perm = timed("permutation", lambda: rng.permutation(len(sizes)))  # (n,) random writes
-    keys = b.small_keys(sizes)
-    gathered = timed("gather_keys", lambda: keys[perm])  # (n,) random reads
+
+    def draw_and_count():
+        drawn = b.Drawn(rng, len(sizes))  # (n,) random writes, in its own thread
+        keys, values, _ = b.sort_key(sizes, None)
+        cost = np.repeat(values, np.bincount(keys, minlength=len(values)))  # sequential: the sorted keys
+        return drawn.result(), keys, cost
+
+    perm, keys, cost = timed("permutation_beside_keys", draw_and_count)
+    gathered = timed("gather_keys", lambda: b.gather(keys, perm))  # (n,) random reads
     by_length = timed("radix_sort", lambda: np.argsort(gathered, kind="stable"))
-    order = timed("gather_order", lambda: perm[by_length])  # (n,) random reads
-    cost = timed("gather_costs", lambda: keys[order])  # (n,) reads in length order
+    order = timed("gather_order", lambda: b.gather(perm, by_length))  # (n,) random reads
+    times["costs_counted"] = 0.0  # made beside the permutation (in its step's time)
     ends = timed("cut", lambda: b.batch_ends(cost, max_tokens).tolist())
     batches = timed("slice", lambda: [order[a:e] for a, e in zip([0] + ends[:-1], ends)])
     timed("shuffle", lambda: rng.shuffle(batches))
-    same = b.token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch)
+    same = timed("whole", lambda: b.token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch))
     assert len(same) == len(batches) and all(np.array_equal(x, y) for x, y in zip(same, batches))
     return times
 
@@ -98,7 +106,8 @@ def main() -> None:
         rounds = [one_epoch(lengths, args.max_tokens, seed=1, epoch=e + 1) for e in range(args.rounds)]
         refs = [references(n) for _ in range(args.rounds)]
         row = {k: statistics.median(r[k] for r in rounds) for k in STEPS}
-        row["total"] = statistics.median(sum(r.values()) for r in rounds)
+        row["total"] = statistics.median(sum(r[k] for k in STEPS) for r in rounds)
+        row["whole"] = statistics.median(r["whole"] for r in rounds)
         row.update({k: statistics.median(r[k] for r in refs) for k in refs[0]})
         per_size.append(row)
     for k in per_size[0]:

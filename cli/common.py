@@ -94,6 +94,7 @@ def _group_defaults(config_name: str) -> Dict[str, str]:
 
 # the subcommand whose groups hydra's (process-wide) ConfigStore holds now
 _store_holds: Optional[str] = None
+_stored: Dict[Tuple[str, str], Any] = {}  # (group, option) -> the config node stored for it
 # (command, schema, group overrides, group choices) -> the config hydra composed for them
 _composed: Dict[Any, Any] = {}
 
@@ -105,25 +106,33 @@ class ConfigBuilder:
         self.config_name = config_name
         self.schema = schema
         self.defaults = _group_defaults(config_name)  # group -> default option
-        self._registered = False
 
-    def _register(self) -> None:
+    def _register(self, overrides: Optional[List[str]] = None) -> None:
+        """Stores this command's schema and the group options hydra is to compose: those ``overrides``
+        choose (each group's default otherwise), or every option when ``overrides`` is None. Storing
+        one is a structured config built from its dataclass, and there are over a hundred: storing
+        only the chosen ones takes a quarter of a second off every command's start-up."""
         from hydra.core.config_store import ConfigStore
 
         global _store_holds
         cs = ConfigStore.instance()
-        # hydra reads ``key=value`` as a group choice whenever a group ``key`` is stored, so another
-        # command's group (train's ``task``) would break this command's field of that name
-        # (preprocess's ``task=classification``) when both run in one process
-        for group in GROUPS:
-            if group not in self.defaults:
+        if _store_holds != self.config_name:
+            # hydra reads ``key=value`` as a group choice whenever a group ``key`` is stored, so another
+            # command's group (train's ``task``) would break this command's field of that name
+            # (preprocess's ``task=classification``) when both run in one process
+            for group in GROUPS:
                 cs.repo.pop(group, None)
-        cs.store(name=f"{self.config_name}_schema", node=self.schema)
+            cs.store(name=f"{self.config_name}_schema", node=self.schema)
+            _stored.clear()
+            _store_holds = self.config_name
         for group in self.defaults:
-            for option, node in GROUPS[group].choices().items():
-                cs.store(group=group, name=option, node=node)
-        self._registered = True
-        _store_holds = self.config_name
+            options = GROUPS[group].choices()
+            names = list(options) if overrides is None else [self._group_choice(group, overrides)]
+            for name in names:
+                node = options.get(name)
+                if node is not None and _stored.get((group, name)) is not node:  # a plugin may replace one
+                    cs.store(group=group, name=name, node=node)
+                    _stored[(group, name)] = node
 
     def _group_choice(self, group: str, overrides: List[str]) -> str:
         choice = self.defaults[group]
@@ -197,11 +206,11 @@ class ConfigBuilder:
 
         from omegaconf import OmegaConf
 
-        if not self._registered or _store_holds != self.config_name:
-            self._register()
         self.check(overrides)
         if any(o.startswith(("+", "~")) for o in overrides):
+            self._register()
             return self._hydra_compose(overrides)
+        self._register(overrides)
         groups = [o for o in overrides if _split_override(o)[0] in self.defaults]
         key = (self.config_name, self.schema, tuple(groups),
                tuple(tuple(GROUPS[g].choices()) for g in self.defaults))  # a plugin may add choices

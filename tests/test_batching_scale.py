@@ -129,3 +129,50 @@ def test_pair_dataset_batches_unchanged(toy_data):
         old = loop_batch_by_size(order, cost, 300)
         rng.shuffle(old)
         assert same(dataset.batches(300, 0, 1, epoch, True, too_long), old)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 1000])
+def test_gather_in_two_threads(n, monkeypatch):
+    """gather() split across two threads is values[index]."""
+    monkeypatch.setattr(batching, "PARALLEL_GATHER", 1)
+    monkeypatch.setattr(batching.os, "cpu_count", lambda: 2)
+    rng = np.random.default_rng(n)
+    values, index = rng.integers(0, 9, 2 * n + 1).astype(np.uint16), rng.integers(0, 2 * n + 1, n)
+    out = batching.gather(values, index)
+    assert out.dtype == values.dtype and np.array_equal(out, values[index])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_batches_unchanged_wide_and_narrow(seed):
+    """Pair batches with costs counted per key (16-bit keys) and gathered (wide lengths), examples
+    left out or not: the loops' batches."""
+    from seqkit.data.pair_dataset import LanguagePairDataset
+
+    rng = np.random.default_rng(200 + seed)
+    n = 3000
+    for wide in (False, True):
+        src = rng.integers(1, 70000 if wide else 60, n)
+        tgt = rng.integers(1, 40, n) if seed % 2 else random_sizes(rng, n)
+        dataset = LanguagePairDataset.__new__(LanguagePairDataset)
+        dataset.src_sizes, dataset.tgt_sizes = src, tgt
+        cost = np.maximum(src, tgt + 1)
+        for exclude in (None, rng.choice(n, 50, replace=False)):
+            old_rng = batching.epoch_rng(5, seed)
+            order = loop_length_sorted_order(src, tgt, old_rng)
+            if exclude is not None:
+                order = order[~np.isin(order, exclude)]
+            old = loop_batch_by_size(order, cost, 700, 0 if seed < 3 else 9)
+            old_rng.shuffle(old)
+            assert same(dataset.batches(700, 0 if seed < 3 else 9, 5, seed, True, exclude), old), (wide, exclude)
+
+
+@pytest.mark.parametrize("cap", [0, 1, 7, 50])
+def test_cut_jumping_over_runs_of_equal_cost(cap):
+    """Sorted costs in long runs (the cut's jump inside a run), unsorted ones, zeros and costs
+    past max_tokens: the loop's batches."""
+    rng = np.random.default_rng(cap)
+    runs = np.repeat(rng.integers(0, 700, 40), rng.integers(1, 400, 40))
+    for sizes in (np.sort(runs), runs, np.sort(runs)[::-1].copy()):
+        order = np.arange(len(sizes))
+        for max_tokens in (64, 600, 4096):
+            assert same(batch_by_size(order, sizes, max_tokens, cap), loop_batch_by_size(order, sizes, max_tokens, cap))

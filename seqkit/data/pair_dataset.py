@@ -7,9 +7,15 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from seqkit.data.batching import batch_by_size, epoch_rng, length_sorted_order, token_budget_batches, without
+from seqkit.data.batching import batch_by_size, epoch_rng, gather, small_keys, sorted_order, token_budget_batches
 from seqkit.data.dictionary import Dictionary
 from seqkit.data.indexed_dataset import IndexedDataset
+
+
+def pair_cost(src_len: np.ndarray, tgt_len: Optional[np.ndarray]) -> np.ndarray:
+    """What an example costs in a token-budget batch: its source length, or its target's + 1 (the
+    decoder reads a leading bos) when that is longer."""
+    return src_len if tgt_len is None else np.maximum(src_len, tgt_len + 1)
 
 
 def round_length(n: int, multiple: int, cap: int = 0) -> int:
@@ -113,9 +119,10 @@ class LanguagePairDataset(PaddedBatches):
                 shuffle: bool = True, exclude: Optional[np.ndarray] = None) -> List[np.ndarray]:
         """Token-budget batches of example indices, length-bucketed; seeded per epoch when ``shuffle``."""
         rng = epoch_rng(seed, epoch) if shuffle else None
-        order = without(length_sorted_order(self.src_sizes, self.tgt_sizes, rng), exclude, len(self))
-        cost = self.src_sizes if self.tgt_sizes is None else np.maximum(self.src_sizes, self.tgt_sizes + 1)
-        batches = batch_by_size(order, cost, max_tokens, max_sentences)
+        order, cost = sorted_order(self.src_sizes, self.tgt_sizes, rng, exclude, cost_of=pair_cost)
+        if cost is None:  # lengths past 16 bits: the costs gathered
+            cost = gather(small_keys(pair_cost(self.src_sizes, self.tgt_sizes)), order)
+        batches = batch_by_size(order, None, max_tokens, max_sentences, ordered_cost=cost)
         if shuffle:
             rng.shuffle(batches)
         return batches

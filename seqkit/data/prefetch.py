@@ -122,3 +122,14 @@ class Prefetcher:
                 except queue.Empty:
                     pass
             self._thread = None
+
+
+def to_device(sample: Any, device: torch.device) -> Any:
+    """``sample``'s tensors (also inside a dict) on ``device``, copied without blocking; as it is on a CPU."""
+    if device.type == "cpu":
+        return sample
+    if isinstance(sample, torch.Tensor):
+        return sample.to(device, non_blocking=True)
+    if isinstance(sample, dict):
+        return {k: to_device(v, device) for k, v in sample.items()}
+    return sample

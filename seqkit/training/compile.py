@@ -33,20 +33,10 @@ import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
-from torch.fx.experimental import _config as fx_config
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from seqkit.core.errors import SeqkitError
 
 log = logging.getLogger("seqkit.train")
-
-# what fullgraph=True raises where dynamo would break the graph (a data-dependent branch or size,
-# an unsupported call, a function under torch.compiler.disable)
-UNTRACEABLE = (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError, GuardOnDataDependentSymNode)
-
-# a symbol for each size even where two are equal in the first batch (rows == length would
-# otherwise be assumed in its graph, and the next batch compile another)
-_DISTINCT_SIZES = fx_config.patch(use_duck_shape=False)
 
 LossFn = Callable[[Dict[str, Any]], Tuple[Any, Any, Dict[str, Any]]]
 
@@ -64,6 +54,18 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
             return criterion(model, sample)
 
         return eager
+    # imported here, not with the trainer: torch._dynamo and sympy are a second and more of start-up
+    # (an eager run's first optimizer call imports dynamo anyway, by then beside training/ahead.py's thread)
+    import torch._dynamo
+    from torch.fx.experimental import _config as fx_config
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    # what fullgraph=True raises where dynamo would break the graph (a data-dependent branch or size,
+    # an unsupported call, a function under torch.compiler.disable)
+    untraceable = (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError, GuardOnDataDependentSymNode)
+    # a symbol for each size even where two are equal in the first batch (rows == length would
+    # otherwise be assumed in its graph, and the next batch compile another)
+    distinct_sizes = fx_config.patch(use_duck_shape=False)
     device = next(model.parameters()).device
     check_platform(device, backend)
     run_marked_eagerly(getattr(criterion, "task", None))
@@ -97,9 +99,9 @@ def loss_function(criterion: Any, model: torch.nn.Module, compile: bool, backend
     def fn(sample: Dict[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
         nonlocal run, fullgraph
         try:
-            with _DISTINCT_SIZES:
+            with distinct_sizes:
                 return run(sample)
-        except UNTRACEABLE as e:
+        except untraceable as e:
             if not fullgraph:
                 raise
             # dynamo raises while tracing, before anything ran: compiling again in pieces is safe

@@ -26,12 +26,13 @@ from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
 from seqkit.core.settings import refuse_unread
 from seqkit.data.packing import pack_training_set
-from seqkit.data.prefetch import Prefetcher
+from seqkit.data.prefetch import Prefetcher, to_device
 from seqkit.models.init_from import apply_init_from
 from seqkit.models.modules.attention import uses_sdpa
 from seqkit.models.modules.kernels import use_attention_kernels
 from seqkit.models.modules.pretrained_embeddings import apply_word_vectors
 from seqkit.optim.groups import param_groups
+from seqkit.training.ahead import Ahead
 from seqkit.training.compile import loss_function
 from seqkit.training.config import TrainConfig
 from seqkit.training import distributed
@@ -70,6 +71,9 @@ class Trainer:
         self.task = TASKS.build(cfg.task)
         self.model = self.task.build_model(cfg.model).to(self.device)
         self.criterion = self.task.build_criterion(cfg.criterion)
+        d = cfg.dataset  # the training set and epoch 1's batches, made in a thread meanwhile (training/ahead.py)
+        self._ahead = Ahead(lambda: self.task.load_dataset(d.train_subset), (d.max_tokens, d.max_sentences,
+                            cfg.common.seed, 1)) if self.shards == 1 and not d.pack else None
         if given is not None:  # before anything is written
             refuse_unread(given, train_reads(cfg, self.dist.world_size, uses_sdpa(self.model)))
         if cfg.dataset.required_seq_len_multiple:
@@ -270,7 +274,7 @@ class Trainer:
         scale = self._loss_scale(local)
         logs: Dict[str, Any] = {}
         for i, sample in enumerate(samples):
-            sample = _to_device(sample, self.device)
+            sample = to_device(sample, self.device)
             sync = i == len(samples) - 1 or self.dist.world_size == 1
             try:
                 with distributed.grad_sync(self.train_model, sync):
@@ -358,7 +362,10 @@ class Trainer:
         model's positions); for ``training`` in packed rows with ``dataset.pack`` (seqkit/data/packing.py),
         from the epoch's shard when task.data names shards (seqkit/training/shards.py)."""
         sharded = training and self.shards > 1
-        dataset = self.task.load_dataset(split, epoch=self.epoch) if sharded else self.task.load_dataset(split)
+        if sharded:
+            dataset = self.task.load_dataset(split, epoch=self.epoch)
+        else:
+            dataset = self._ahead.dataset() if training and self._ahead else self.task.load_dataset(split)
         if self.length_multiple > 1 and hasattr(dataset, "length_multiple"):
             dataset.length_multiple = self.length_multiple
             dataset.length_cap = min(p for p in self.model.max_positions() if p)
@@ -386,7 +393,7 @@ class Trainer:
         # bf16/fp16 once (autocast's cache), not again for every batch
         with self.precision.autocast():
             for batch in batches[self.dist.rank :: self.dist.world_size]:
-                sample = _to_device(dataset.collate(batch), self.device)
+                sample = to_device(dataset.collate(batch), self.device)
                 _, _, logging_output = self.criterion(self.model, sample)
                 meter.add(logging_output)
         # every logged count is summed over batches and ranks (a rank with no batch adds zeros)
@@ -516,8 +523,10 @@ class Trainer:
         cfg = self.cfg
         from seqkit.data.batching import shard
 
-        batches = train.batches(cfg.dataset.max_tokens, cfg.dataset.max_sentences, cfg.common.seed, self.epoch,
-                                shuffle=True, exclude=exclude)
+        args = (cfg.dataset.max_tokens, cfg.dataset.max_sentences, cfg.common.seed, self.epoch)
+        batches = self._ahead.batches(args, exclude) if self._ahead else None
+        if batches is None:
+            batches = train.batches(*args, shuffle=True, exclude=exclude)
         batches = shard(batches, self.dist.rank, self.dist.world_size)
         uf = cfg.optimization.update_freq
         total_updates = math.ceil(len(batches) / uf)
@@ -587,13 +596,3 @@ class Trainer:
             self.batch_offset = 0
         self.save(end_of_epoch=epoch_done, valid=valid, new_best=new_best or valid is None)
         return valid
-
-
-def _to_device(sample: Any, device: torch.device) -> Any:
-    if device.type == "cpu":
-        return sample
-    if isinstance(sample, torch.Tensor):
-        return sample.to(device, non_blocking=True)
-    if isinstance(sample, dict):
-        return {k: _to_device(v, device) for k, v in sample.items()}
-    return sample

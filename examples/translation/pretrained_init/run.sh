@@ -6,6 +6,9 @@
 #   bash examples/translation/pretrained_init/run.sh WORK
 # Update counts (README.md's plan; change them only for a smoke run): XLM=2000 MASS=1500 BART=1500
 # FULL=1000 (fine-tuning on all pairs) LOW=400 (on 10%). THREADS=N: common.threads of every step (2).
+# ONLY="STEP ..." runs those steps alone (pretrain-xlm, pretrain-mass, pretrain-bart, ft-INIT-DATA with INIT
+# random|xlm|mass|bart and DATA data-bin|data-bin-10): two invocations with disjoint lists and THREADS=1 use
+# two cores; the table is written by a run without ONLY once every step is done.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 W="${1:?usage: run.sh WORK}"
@@ -16,6 +19,7 @@ log() { echo "== $(date '+%F %T') $*" | tee -a "$W/logs/run.log"; }
 # a step is done when its log says it reached its update count (a run stopped by a signal says otherwise;
 # logs are appended, so a resumed run's log follows the stopped one's)
 done_train() { [[ -f $1 ]] && grep -q "done: reached max_update" "$1"; }
+want() { [[ -z ${ONLY:-} || " $ONLY " == *" $1 "* ]]; }
 
 log "start: XLM=$XLM MASS=$MASS BART=$BART FULL=$FULL LOW=$LOW ${T[*]}"
 [[ -f $W/data-bin/preprocess.json ]] || bash "$here/../multi30k/prepare.sh" "$W/data-bin" > "$W/logs/prepare.log" 2>&1
@@ -23,6 +27,7 @@ log "start: XLM=$XLM MASS=$MASS BART=$BART FULL=$FULL LOW=$LOW ${T[*]}"
   > "$W/logs/carve.log" 2>&1
 
 pretrain() {  # NAME CONFIG DATA UPDATES
+  want "pretrain-$1" || return 0
   done_train "$W/logs/pretrain-$1.log" && return 0
   log "pretrain $1 ($4 updates)"
   seqkit-train --config "$here/$2" task.data="$3" checkpoint.save_dir="$W/$1" optimization.max_update="$4" \
@@ -30,7 +35,7 @@ pretrain() {  # NAME CONFIG DATA UPDATES
 }
 pretrain xlm pretrain_xlm.yaml "$W/data-bin" "$XLM"
 pretrain mass pretrain_mass.yaml "$W/data-bin" "$MASS"
-if [[ ! -f $W/lm-bin/preprocess.json ]]; then  # BART reads both languages' sides as one text, XLM's pieces
+if want pretrain-bart && [[ ! -f $W/lm-bin/preprocess.json ]]; then  # BART reads both languages' sides as one text, XLM's pieces
   raw=$(python "$here/../../corpus.py" multi30k)
   side() { if [[ -f $raw/$1 ]]; then cat "$raw/$1"; else zcat "$raw/$1.gz"; fi; }  # shared data keeps them gzipped
   { side train.de; side train.en; } > "$W/mono.train"
@@ -43,6 +48,7 @@ pretrain bart pretrain_bart.yaml "$W/lm-bin" "$BART"
 finetune() {  # INIT DATA UPDATES CONFIG [overrides...]
   local init=$1 data=$2 updates=$3 config=$4; shift 4
   local dir="$W/ft-$init-$data"
+  want "ft-$init-$data" || return 0
   if ! done_train "$W/logs/ft-$init-$data.log"; then
     log "fine-tune $init on $data ($updates updates)"
     seqkit-train --config "$here/$config" task.data="$W/$data" optimization.max_update="$updates" \
@@ -55,7 +61,7 @@ finetune() {  # INIT DATA UPDATES CONFIG [overrides...]
     mv "$dir/test/score.tmp" "$dir/test/score.txt"
   fi
 }
-for data in data-bin data-bin-10; do
+for data in data-bin-10 data-bin; do  # the cheaper low-resource runs first
   U=$([[ $data == data-bin ]] && echo "$FULL" || echo "$LOW")
   finetune random "$data" "$U" finetune.yaml model.num_langs=0
   finetune xlm "$data" "$U" finetune_xlm.yaml model.init_from="$W/xlm/checkpoint_last.pt"
@@ -63,6 +69,7 @@ for data in data-bin data-bin-10; do
   finetune bart "$data" "$U" finetune.yaml model.num_langs=0 model.init_from="$W/bart/checkpoint_last.pt"
 done
 
+[[ -z ${ONLY:-} ]] || { log "done: $ONLY"; exit 0; }
 { printf 'init\tpairs\tupdates\ttest BLEU line\n'
   for data in data-bin data-bin-10; do
     U=$([[ $data == data-bin ]] && echo "$FULL" || echo "$LOW")
