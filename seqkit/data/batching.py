@@ -37,11 +37,17 @@ def small_keys(keys: np.ndarray) -> np.ndarray:
     return keys
 
 
+def two_threads(n: int) -> bool:
+    """Whether work over ``n`` examples is split across a second thread: from ``PARALLEL_GATHER`` on,
+    where there is a second CPU."""
+    return n >= PARALLEL_GATHER and (os.cpu_count() or 1) >= 2
+
+
 def gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values[index]``, the two halves in two threads when ``index`` is long: a gather through a
     random order waits on memory, and two cores keep twice the reads in flight (2.6x faster at
     16M; numpy releases the GIL while it gathers)."""
-    if len(index) < PARALLEL_GATHER or (os.cpu_count() or 1) < 2:
+    if not two_threads(len(index)):
         return values[index]
     out = np.empty(len(index), dtype=values.dtype)
     half = len(index) // 2
@@ -62,7 +68,7 @@ class Drawn:
         self._thread: Optional[threading.Thread] = None
         if rng is None:
             return
-        if n < PARALLEL_GATHER or (os.cpu_count() or 1) < 2:
+        if not two_threads(n):
             self._order = rng.permutation(n)
             return
         self._thread = threading.Thread(target=self._draw, args=(rng, n), name="seqkit-permutation")
@@ -119,10 +125,8 @@ def sorted_order(src_sizes: np.ndarray, tgt_sizes: np.ndarray | None, rng: np.ra
     else:  # one radix sort of the 16-bit keys
         order = gather(order, np.argsort(gather(key[0], order), kind="stable"))
     if exclude is not None and len(exclude):
-        keep = np.ones(n, dtype=bool)
-        keep[np.asarray(exclude, dtype=np.int64)] = False
-        kept = gather(keep, order)
-        order, cost = order[kept], cost[kept] if cost is not None else None
+        mask = kept(order, exclude, n)
+        order, cost = order[mask], cost[mask] if cost is not None else None
     return order, cost
 
 
@@ -131,14 +135,19 @@ def length_sorted_order(src_sizes: np.ndarray, tgt_sizes: np.ndarray | None, rng
     return sorted_order(src_sizes, tgt_sizes, rng)[0]
 
 
-def without(order: np.ndarray, exclude: Optional[np.ndarray], n: int) -> np.ndarray:
-    """``order`` (indices below ``n``) less the indices in ``exclude``, in order: a mask, not
-    ``np.isin``'s sort."""
-    if exclude is None or not len(exclude):
-        return order
+def kept(order: np.ndarray, exclude: np.ndarray, n: int) -> np.ndarray:
+    """A mask over ``order`` (indices below ``n``): False where the index is in ``exclude`` (a
+    gather through a mask, not ``np.isin``'s sort)."""
     keep = np.ones(n, dtype=bool)
     keep[np.asarray(exclude, dtype=np.int64)] = False
-    return order[keep[order]]
+    return gather(keep, order)
+
+
+def without(order: np.ndarray, exclude: Optional[np.ndarray], n: int) -> np.ndarray:
+    """``order`` (indices below ``n``) less the indices in ``exclude``, in order."""
+    if exclude is None or not len(exclude):
+        return order
+    return order[kept(order, exclude, n)]
 
 
 def batch_ends(cost: np.ndarray, max_tokens: int, max_sentences: int = 0) -> np.ndarray:
