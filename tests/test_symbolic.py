@@ -98,6 +98,21 @@ def test_generator_is_seeded_and_its_pairs_are_derivatives():
         assert p.key == problem_key(deriv) and len(p.key) == 5
 
 
+def test_generator_simplifies_as_asked_and_refuses_an_unknown_way():
+    # the same trees (the draws do not depend on the simplification); the fourth derivative differs:
+    # together keeps tan's derivative as 1 + tan(x)**2 and brings the sum over x**2, none leaves the sum
+    together, counts = make_pairs("1-0", 8, GeneratorConfig(max_ops=4, simplify="together"))
+    assert [p.tgt for p in together] == [t for _, t in FIRST_PAIRS] and counts["made"] == 4
+    assert together[3].src == ("mul pow x INT- 2 add pow x INT+ 2 mul INT- 1 mul add mul INT- 1 tan x mul x add "
+                               "INT+ 1 pow tan x INT+ 2 sin mul pow x INT- 1 tan x")
+    plain, _ = make_pairs("1-0", 8, GeneratorConfig(max_ops=4, simplify="none"))
+    assert plain[3].src.startswith("add INT+ 1 mul INT- 1") and plain[:3] == together[:3]
+    for p in together + plain:
+        assert sympy.simplify(sympy.diff(from_prefix(p.tgt), x) - from_prefix(p.src)) == 0
+    with pytest.raises(SeqkitError, match="simplify='fast'; valid: full, together, none"):
+        GeneratorConfig(simplify="fast")
+
+
 def test_generator_drops_too_long_pairs():
     pairs, counts = make_pairs("1-0", 8, GeneratorConfig(max_ops=4, max_src_len=8))
     assert [(p.src, p.tgt) for p in pairs] == [FIRST_PAIRS[0], FIRST_PAIRS[2]] and counts["too long"] == 2

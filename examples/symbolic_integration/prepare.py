@@ -1,7 +1,7 @@
 """Make the recipe's (derivative, function) pairs: train/valid/test text files of prefix tokens.
 
     python examples/symbolic_integration/prepare.py OUT_DIR [--train 100000 --valid 1000 --test 1000]
-        [--seed 1 --max-ops 6 --max-src-len 128 --max-tgt-len 64 --time-limit 1 --workers 2 --no-simplify]
+        [--seed 1 --max-ops 6 --max-src-len 128 --max-tgt-len 64 --time-limit 1 --workers 2 --simplify full]
 
 Writes OUT_DIR/{train,valid,test}.{deriv,func} (one problem a line: the derivative in .deriv, the
 function in .func, tokens separated by spaces) and OUT_DIR/stats.json (what the attempts came to,
@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from seqkit.symbolic.generator import GeneratorConfig, Pair, make_pairs
+from seqkit.symbolic.generator import SIMPLIFIERS, GeneratorConfig, Pair, make_pairs
 
 CHUNK = 50  # attempts per chunk: one task of a worker
 
@@ -124,14 +124,16 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--max-tgt-len", type=int, default=GeneratorConfig.max_tgt_len)
     ap.add_argument("--time-limit", type=float, default=GeneratorConfig.time_limit)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--no-simplify", action="store_true", help="skip sympy.simplify of f and f' (much faster)")
+    ap.add_argument("--simplify", choices=list(SIMPLIFIERS), default=GeneratorConfig.simplify,
+                    help="how f and f' are simplified: full (sympy.simplify), together (sympy.together: one "
+                         "denominator only, tens of times faster), none")
     ap.add_argument("--cache", type=Path, help="keep each chunk's pairs here as they come, so that a stopped run "
                                                "goes on where it stopped (default OUT/.chunks; 'none' keeps nothing)")
     args = ap.parse_args(argv)
     if min(args.train, args.valid, args.test) < 1 or args.max_ops < 1 or args.workers < 1:
         ap.error("--train, --valid, --test, --max-ops and --workers must be at least 1")
     cfg = GeneratorConfig(max_ops=args.max_ops, max_src_len=args.max_src_len, max_tgt_len=args.max_tgt_len,
-                          time_limit=args.time_limit, simplify=not args.no_simplify)
+                          time_limit=args.time_limit, simplify=args.simplify)
     cache = None if str(args.cache) == "none" else (args.cache or args.out / ".chunks")
     pairs, counts, seconds, cpu = generate(args.train + args.valid + args.test, args.seed, cfg, args.workers, cache)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@
 # WORK_DIR defaults to ./symbolic-run; CONFIG to this folder's config.yaml; extra key=value settings
 # go to seqkit-train. Data sizes from the environment: TRAIN (100000), VALID (1000), TEST (1000),
 # MAX_OPS (6), SEED (1), WORKERS (2); PREPARE_ARGS and EVAL_ARGS pass more options to prepare.py
-# and evaluate.py (e.g. PREPARE_ARGS="--no-simplify", EVAL_ARGS="--no-sympy").
+# and evaluate.py (e.g. PREPARE_ARGS="--simplify together", EVAL_ARGS="--no-sympy").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:-symbolic-run}"

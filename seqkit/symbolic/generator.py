@@ -1,9 +1,12 @@
 """Seeded random (derivative, function) pairs for learning to integrate: the "backward" data of
 Lample & Charton (2019). A random expression tree f over ``x`` is simplified, its additive constant
 dropped, and differentiated, and the derivative simplified; the pair is (f', f) in prefix tokens
-(:mod:`seqkit.symbolic.prefix`). ``simplify=False`` skips both ``sympy.simplify`` calls (about 15
-times faster, examples/symbolic_integration/README.md; f' is then longer: the product and chain
-rules' terms as sympy's automatic evaluation collects them).
+(:mod:`seqkit.symbolic.prefix`). How both are simplified is ``simplify`` (:data:`SIMPLIFIERS`):
+``full``, ``sympy.simplify``, sympy's search over many rewritings for the shortest form (by far the
+most of a pair's cost); ``together``, ``sympy.together``, which only brings a sum of fractions over
+one denominator (tens of times faster; f' a little longer); ``none``, the product and chain rules'
+terms as sympy's automatic evaluation collects them (examples/symbolic_integration/README.md has the
+measured rates and lengths).
 
 The trees are simpler than Lample & Charton's, whose sampler makes every tree shape of a size
 equally likely: here a tree of n operators picks its root (binary with probability
@@ -32,7 +35,7 @@ import threading
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import sympy
 
@@ -44,6 +47,11 @@ UNARY_OPS: Tuple[Callable, ...] = (sympy.exp, sympy.log, sympy.sqrt, sympy.sin, 
                                    lambda a: a ** 2, lambda a: a ** 3)
 KEY_POINTS = (0.31, 0.87, 1.43, 2.19, 3.07)  # where a derivative's values make its dedup key
 _BAD = (sympy.zoo, sympy.oo, -sympy.oo, sympy.nan, sympy.I, sympy.pi)
+SIMPLIFIERS: Dict[str, Callable[[sympy.Expr], sympy.Expr]] = {
+    "full": lambda e: sympy.simplify(e),  # looked up at each call (a test may replace sympy.simplify)
+    "together": lambda e: sympy.together(e),
+    "none": lambda e: e,
+}
 
 
 @dataclass
@@ -57,7 +65,11 @@ class GeneratorConfig:
     max_src_len: int = 128  # longest derivative kept, in prefix tokens
     max_tgt_len: int = 64  # longest function kept, in prefix tokens
     time_limit: float = 1.0  # CPU seconds per sympy call (simplify, diff); a pair past it is dropped
-    simplify: bool = True  # sympy.simplify f and f'; False: both as sympy's automatic evaluation leaves them
+    simplify: str = "full"  # how f and f' are simplified: a name of SIMPLIFIERS (full, together, none)
+
+    def __post_init__(self) -> None:
+        if self.simplify not in SIMPLIFIERS:
+            raise SeqkitError(f"simplify={self.simplify!r}; valid: {', '.join(SIMPLIFIERS)}")
 
 
 class Pair(NamedTuple):
@@ -169,6 +181,7 @@ def problem_key(deriv: sympy.Expr) -> Tuple[str, ...]:
 def make_pair(rng: random.Random, cfg: GeneratorConfig) -> Tuple[Optional[Pair], str]:
     """One attempt: ``(pair, "made")`` or ``(None, why it was dropped)``."""
     plan = random_plan(rng, rng.randint(1, cfg.max_ops), cfg)
+    simplify = SIMPLIFIERS[cfg.simplify]
     try:
         with time_limit(cfg.time_limit):
             tree = build(plan)
@@ -180,10 +193,9 @@ def make_pair(rng: random.Random, cfg: GeneratorConfig) -> Tuple[Optional[Pair],
         return None, "undefined, complex or pi"
     try:
         with time_limit(cfg.time_limit):
-            f = drop_constant(sympy.simplify(tree) if cfg.simplify else tree)
+            f = drop_constant(simplify(tree))
         with time_limit(cfg.time_limit):
-            deriv = sympy.diff(f, X)
-            deriv = sympy.simplify(deriv) if cfg.simplify else deriv
+            deriv = simplify(sympy.diff(f, X))
     except Timeout:
         return None, "time limit"
     if not f.has(X) or not deriv.has(X):
