@@ -163,3 +163,24 @@ def test_bart_init_loads_every_seq2seq_tensor(xlm_ckpt, toy_data, tmp_path, run_
     assert kind == "denoising" and {n for n, _ in model.named_parameters()} <= set(loaded)
     assert torch.equal(model.decoder_layers[1].cross_attn.out_proj.weight, w["decoder_layers.1.cross_attn.out_proj.weight"])
     assert torch.equal(model.src_embed.weight, w["src_embed.weight"][: len(task.src_dict)])
+
+
+def test_resume_takes_the_same_init_file_however_written_and_refuses_another(mass_ckpt, toy_data, tmp_path, run_cli):
+    import shutil
+
+    _, data = toy_data
+    ck = tmp_path / "ck"
+    run = [f"task.data={data}", *MASS_SHAPED, *TRAIN, f"checkpoint.save_dir={ck}"]
+    r = run_cli(train, [*run, f"model.init_from={mass_ckpt}", "optimization.max_update=1"])
+    assert r.code == 0, r.err
+    same = mass_ckpt.parent / ".." / mass_ckpt.parent.name / mass_ckpt.name  # another spelling of one file
+    r = run_cli(train, [*run, f"model.init_from={same}", "optimization.max_update=2"])
+    assert r.code == 0, r.err
+    assert "resuming from" in r.err and "model.init_from: not read" in r.err
+    other = tmp_path / "other.pt"
+    shutil.copy(mass_ckpt, other)
+    before = (ck / "checkpoint_last.pt").read_bytes()
+    r = run_cli(train, [*run, f"model.init_from={other}", "optimization.max_update=3"])
+    one_line_error(r, "seqkit-train", f"was started from model.init_from={same}, not {other}",
+                   "takes its weights from its checkpoint", log_lines_allowed=True)
+    assert (ck / "checkpoint_last.pt").read_bytes() == before

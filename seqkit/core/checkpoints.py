@@ -152,6 +152,26 @@ def saved_keys(model: torch.nn.Module) -> Optional[Set[str]]:
     return own() if callable(own) else None
 
 
+def check_resumed_model(saved: Dict[str, Any], now: Dict[str, Any], where: str) -> None:
+    """Refuse to resume ``where``, whose model settings are ``saved``, with this run's ``now`` when
+    they differ; ``init_from`` (read on a fresh start only) is the same when both name one file."""
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    first, given = saved.get("init_from") or "", now.get("init_from") or ""
+    if "init_from" in diff and first and given and os.path.realpath(first) == os.path.realpath(given):
+        diff.remove("init_from")
+    if not diff:
+        return
+    if "base_sha256" in diff:  # a parameter-efficient run resumed over another pretrained checkpoint
+        raise SeqkitError(f"{now.get('path')} is not the base this run was trained from (its sha256 "
+                          f"{now['base_sha256'][:12]}... differs from the recorded {saved.get('base_sha256', '')[:12]}...)")
+    if diff == ["init_from"]:
+        raise SeqkitError(f"{where} was started from model.init_from={first or '(none)'}, not {given or '(none)'}: a "
+                          "resumed run takes its weights from its checkpoint; give the first run's model.init_from, "
+                          "or another checkpoint.save_dir (or checkpoint.reset=true) to start from the new one")
+    raise SeqkitError(f"{where} holds a different model (differs in: {', '.join(diff)}); "
+                      "use another checkpoint.save_dir or checkpoint.reset=true")
+
+
 def check_saved_keys(keep: Optional[Set[str]], state: Dict[str, torch.Tensor], where: str) -> None:
     """A parameter-efficient model's checkpoint must hold exactly the entries it trains."""
     if keep is None or set(state) == keep:

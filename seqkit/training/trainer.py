@@ -20,7 +20,7 @@ import torch
 
 from seqkit.adapt.modes import parameter_line
 from seqkit.core import checkpoints
-from seqkit.core.checkpoints import check_saved_keys, saved_keys
+from seqkit.core.checkpoints import check_resumed_model, check_saved_keys, saved_keys
 from seqkit.core.config import check_compile, to_plain, with_added_fields
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import LR_SCHEDULERS, OPTIMIZERS, TASKS
@@ -168,19 +168,8 @@ class Trainer:
 
     def load_state_dict(self, state: Dict[str, Any], weights_only: bool = False) -> None:
         saved_model = with_added_fields(state["cfg"].get("model", {}), self.cfg.model)
-        if weights_only:
-            pass
-        elif saved_model != to_plain(self.cfg.model):
-            now = to_plain(self.cfg.model)
-            diff = sorted(k for k in set(saved_model) | set(now) if saved_model.get(k) != now.get(k))
-            if "base_sha256" in diff:  # a parameter-efficient run resumed over another pretrained checkpoint
-                raise SeqkitError(f"{now.get('path')} is not the base this run was trained from (its sha256 "
-                                  f"{now['base_sha256'][:12]}... differs from the recorded "
-                                  f"{saved_model.get('base_sha256', '')[:12]}...)")
-            raise SeqkitError(
-                f"{state.get('_path', 'checkpoint')} holds a different model (differs in: {', '.join(diff)}); "
-                "use another checkpoint.save_dir or checkpoint.reset=true"
-            )
+        if not weights_only:
+            check_resumed_model(saved_model, to_plain(self.cfg.model), state.get("_path", "checkpoint"))
         keep = saved_keys(self.model)
         check_saved_keys(keep, state["model"], state.get("_path", "checkpoint"))
         try:
