@@ -48,8 +48,8 @@ UNARY_OPS: Tuple[Callable, ...] = (sympy.exp, sympy.log, sympy.sqrt, sympy.sin, 
 KEY_POINTS = (0.31, 0.87, 1.43, 2.19, 3.07)  # where a derivative's values make its dedup key
 _BAD = (sympy.zoo, sympy.oo, -sympy.oo, sympy.nan, sympy.I, sympy.pi)
 SIMPLIFIERS: Dict[str, Callable[[sympy.Expr], sympy.Expr]] = {
-    "full": lambda e: sympy.simplify(e),  # looked up at each call (a test may replace sympy.simplify)
-    "together": lambda e: sympy.together(e),
+    "full": sympy.simplify,
+    "together": sympy.together,
     "none": lambda e: e,
 }
 

@@ -167,9 +167,9 @@ class Trainer:
         }
 
     def load_state_dict(self, state: Dict[str, Any], weights_only: bool = False) -> None:
-        saved_model = with_added_fields(state["cfg"].get("model", {}), self.cfg.model)
         if not weights_only:
-            check_resumed_model(saved_model, to_plain(self.cfg.model), state.get("_path", "checkpoint"))
+            check_resumed_model(with_added_fields(state["cfg"].get("model", {}), self.cfg.model),
+                                to_plain(self.cfg.model), state.get("_path", "checkpoint"))
         keep = saved_keys(self.model)
         check_saved_keys(keep, state["model"], state.get("_path", "checkpoint"))
         try:
