@@ -3,9 +3,9 @@
 # Transformer to integrate, and score it on the held-out test against sympy's own integrate.
 #   bash examples/symbolic_integration/run.sh [WORK_DIR] [CONFIG] [key=value ...]
 # WORK_DIR defaults to ./symbolic-run; CONFIG to this folder's config.yaml; extra key=value settings
-# go to seqkit-train. Data sizes from the environment: TRAIN (100000), VALID (1000), TEST (1000),
-# MAX_OPS (6), SEED (1), WORKERS (2); PREPARE_ARGS and EVAL_ARGS pass more options to prepare.py
-# and evaluate.py (e.g. PREPARE_ARGS="--simplify together", EVAL_ARGS="--no-sympy").
+# go to seqkit-train. Data sizes from the environment: TRAIN (200000), VALID (1000), TEST (1000),
+# MAX_OPS (6), SEED (1), SIMPLIFY (together), WORKERS (2); PREPARE_ARGS and EVAL_ARGS pass more options
+# to prepare.py and evaluate.py (e.g. EVAL_ARGS="--no-sympy").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:-symbolic-run}"
@@ -15,8 +15,8 @@ workers="${WORKERS:-2}"
 mkdir -p "$work"
 export PYTHONHASHSEED=0  # sympy's simplification should not depend on it; fixed to be sure
 
-python "$here/prepare.py" "$work/raw" --train "${TRAIN:-100000}" --valid "${VALID:-1000}" --test "${TEST:-1000}" \
-  --max-ops "${MAX_OPS:-6}" --seed "${SEED:-1}" --workers "$workers" ${PREPARE_ARGS:-} 2>&1 | tee "$work/prepare.log"
+python "$here/prepare.py" "$work/raw" --train "${TRAIN:-200000}" --valid "${VALID:-1000}" --test "${TEST:-1000}" \
+  --max-ops "${MAX_OPS:-6}" --seed "${SEED:-1}" --simplify "${SIMPLIFY:-together}" --workers "$workers" ${PREPARE_ARGS:-} 2>&1 | tee "$work/prepare.log"
 
 # one token a line's word: operators, x, INT+/INT-, digits; one dictionary for both sides
 seqkit-preprocess source_lang=deriv target_lang=func tokenizer=space \
