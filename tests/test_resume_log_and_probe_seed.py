@@ -87,6 +87,39 @@ def test_sigterm_stops_preprocess_without_a_staging_folder(big_raw, tmp_path):
     assert os.listdir(dest.parent) == []
 
 
+def test_a_signal_just_after_a_temporary_entry_is_made_still_removes_it(tmp_path, monkeypatch):
+    """The race the CI suite met under load (the test above, 2026-11-30): SIGTERM's SystemExit landing
+    between the making of the staging folder and the keeping of its name left the folder behind.
+    Here the "signal" is raised right after the making: of a staging folder, and of an atomic write's file."""
+    from seqkit.core.io import atomic_write_bytes
+
+    made = []
+    real_mkdir, real_open = os.mkdir, os.open
+
+    def mkdir_then_signal(path, mode=0o777, **kw):
+        real_mkdir(path, mode, **kw)
+        made.append(path)
+        raise SystemExit(143)
+
+    def open_then_signal(path, flags, mode=0o777, **kw):
+        fd = real_open(path, flags, mode, **kw)
+        if flags & os.O_CREAT:
+            made.append(path)
+            raise SystemExit(143)
+        return fd
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_signal)
+    with pytest.raises(SystemExit):
+        with staged_dir(str(tmp_path / "out")):
+            pass
+    monkeypatch.setattr(os, "mkdir", real_mkdir)
+    monkeypatch.setattr(os, "open", open_then_signal)
+    with pytest.raises(SystemExit):
+        atomic_write_bytes(str(tmp_path / "file.txt"), b"data")
+    monkeypatch.setattr(os, "open", real_open)
+    assert len(made) == 2 and os.listdir(tmp_path) == []
+
+
 def test_only_this_destinations_stale_staging_folders_are_removed(tmp_path, monkeypatch):
     raw = tmp_path / "raw"
     make_corpus(str(raw), n_train=50, n_valid=5, n_test=5)

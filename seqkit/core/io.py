@@ -6,8 +6,8 @@ import contextlib
 import gzip
 import hashlib
 import os
+import secrets
 import shutil
-import tempfile
 from typing import Iterator, List
 
 try:
@@ -17,9 +17,15 @@ except ImportError:  # not on Windows: staging folders are then not marked as in
 
 from seqkit.core.errors import SeqkitError
 
-# mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual umask-based modes
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+# the temporary names of atomic writes and staging folders: a prefix, then 8 of these (tempfile's alphabet)
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+# a new file only (never an existing one or a link's target), in binary mode on Windows
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _temp_name(folder: str, prefix: str) -> str:
+    """A path in ``folder`` named like tempfile's temporary entries: ``prefix`` and 8 random characters."""
+    return os.path.join(folder, prefix + "".join(secrets.choice(_NAME_CHARS) for _ in range(8)))
 
 
 def read_lines(path: str) -> Iterator[str]:
@@ -54,9 +60,15 @@ def fsync_dir(path: str) -> None:
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Write to a temporary file beside ``path``, fsync, then rename over it."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        os.chmod(tmp, 0o666 & ~_UMASK)
+    tmp = ""
+    try:  # the name is kept before the file exists, so a signal landing right after its making still removes it
+        while True:
+            tmp = _temp_name(folder, ".tmp-")
+            try:  # mode 0o666 less the umask: an output's usual mode (tempfile's would be private, 0600)
+                fd = os.open(tmp, _NEW_FILE, 0o666)
+                break
+            except FileExistsError:
+                continue
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -64,8 +76,9 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
         os.replace(tmp, path)
         fsync_dir(folder)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
 
 
@@ -89,9 +102,14 @@ def staged_dir(dest: str, overwrite: bool = False) -> Iterator[str]:
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     tmp, lock = "", -1
-    try:  # from the folder's making on: a SIGTERM (SystemExit) landing anywhere below removes it
-        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
-        os.chmod(tmp, 0o777 & ~_UMASK)
+    try:  # a SIGTERM (SystemExit) landing anywhere below removes the folder: its name is kept before it is made
+        while True:
+            tmp = _temp_name(parent, f".{os.path.basename(dest)}.tmp-")
+            try:
+                os.mkdir(tmp, 0o777)  # less the umask: an output's usual mode (tempfile's would be private, 0700)
+                break
+            except FileExistsError:
+                continue
         lock = os.open(tmp, os.O_RDONLY)
         if fcntl is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)

@@ -159,7 +159,7 @@ def remove_stale_staging(dest: str) -> List[str]:
     parent, name = os.path.split(os.path.abspath(dest))
     if not os.path.isdir(parent):
         return []
-    # tempfile.mkdtemp's names: the prefix, then 8 characters of [a-z0-9_]
+    # seqkit.core.io._temp_name: the prefix, then 8 characters of [a-z0-9_]
     stale = re.compile(re.escape(f".{name}.tmp-") + r"[a-z0-9_]{8}(\.old)?")
     removed = []
     for entry in sorted(os.listdir(parent)):
