@@ -195,10 +195,14 @@ def main() -> None:
     sys.path.insert(0, HERE)
     from translation import matmul_peak  # (benchmarks/translation.py, beside this script)
 
+    from seqkit.core import rowkernels
     from seqkit.core.cpu import cpu_info
 
     torch.set_num_threads(1)
-    row = {**cpu_info(), "threads": 1, "fp32_matmul_peak_gflops_1thread_before": round(matmul_peak(torch.float32) / 1e9)}
+    os.makedirs(a.logs, exist_ok=True)
+    row = {**cpu_info(), "threads": 1, "fp32_matmul_peak_gflops_1thread_before": round(matmul_peak(torch.float32) / 1e9),
+           # what model.kernel=auto and optimizer.impl=auto (the config's) run in seqkit-train
+           "seqkit_kernels": "native" if rowkernels.available() else f"torch: {rowkernels.why_unavailable()}"}
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = os.path.join(tmp, "train.txt")
         row["corpus"] = corpus = write_corpus(a.data, corpus_file)

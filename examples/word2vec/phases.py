@@ -2,7 +2,8 @@
 words), forward, backward, gradient norm (the trainer's clip_sparse), optimizer step; milliseconds
 per update on 1 thread. README.md, "Where an update's time goes".
 
-    python examples/word2vec/phases.py wt2-w2v/data-bin skipgram 100
+    python examples/word2vec/phases.py wt2-w2v/data-bin skipgram 100            # model.kernel=auto
+    python examples/word2vec/phases.py wt2-w2v/data-bin skipgram 100 4096 torch # the torch path
 """
 
 import sys
@@ -17,12 +18,13 @@ from seqkit.tasks.word2vec import Word2VecTask, Word2VecTaskConfig
 from seqkit.training.precision import clip_sparse
 
 
-def main(data: str, mode: str = "skipgram", n: int = 100, max_tokens: int = 4096) -> None:
+def main(data: str, mode: str = "skipgram", n: int = 100, max_tokens: int = 4096, kernel: str = "auto") -> None:
     torch.set_num_threads(1)
     task = Word2VecTask(Word2VecTaskConfig(data=data, mode=mode))
     dataset = task.load_dataset("train")
-    model, criterion = task.build_model(Word2VecConfig()), task.build_criterion(NegativeSamplingConfig())
-    optimizer = build_sparse_adam(SparseAdamConfig(lr=0.04), model.parameters())
+    model = task.build_model(Word2VecConfig(kernel=kernel))
+    criterion = task.build_criterion(NegativeSamplingConfig())
+    optimizer = build_sparse_adam(SparseAdamConfig(lr=0.04, impl=kernel), model.parameters())
     times = dict(collate=0.0, forward=0.0, backward=0.0, norm=0.0, step=0.0)
     words = 0
     for batch in dataset.batches(max_tokens, 0, 1, 1)[:n]:
@@ -42,10 +44,10 @@ def main(data: str, mode: str = "skipgram", n: int = 100, max_tokens: int = 4096
             times[k] += t[i + 1] - t[i]
         words += sample["raw_words"]
     total = sum(times.values())
-    print(f"{mode}, {n} updates of {max_tokens} words, ms per update:",
+    print(f"{mode}, kernel {kernel}, {n} updates of {max_tokens} words, ms per update:",
           ", ".join(f"{k} {1000 * v / n:.2f}" for k, v in times.items()),
           f"| total {1000 * total / n:.2f} | raw words/s {words / total:,.0f}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *(sys.argv[2:3]), *(int(a) for a in sys.argv[3:5]))
+    main(sys.argv[1], *(sys.argv[2:3]), *(int(a) for a in sys.argv[3:5]), *(sys.argv[5:6]))

@@ -31,7 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqkit.core import rowkernels
 from seqkit.core.config import arg
+from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import MODELS
 from seqkit.data.dictionary import Dictionary
 
@@ -42,6 +44,9 @@ class Word2VecConfig:
     embed_dim: int = arg(100, "vector size D (the C code's -size, gensim's vector_size)", gt=0)
     sparse: bool = arg(True, "sparse gradients, only the rows a batch read (optimizer=sgd or sparse_adam); false: "
                              "dense (V, D) gradients, for any optimizer")
+    kernel: str = arg("auto", "the scores and their gradients: native (compiled loops, seqkit.core.rowkernels: a CPU, "
+                              "float32), torch (torch ops), auto (native where it can run, else torch)",
+                      choices=("auto", "native", "torch"))
 
 
 @MODELS.preset("word2vec_300")
@@ -73,6 +78,14 @@ def table_grad(ids: torch.Tensor, rows: torch.Tensor, src: torch.Tensor, weights
     return torch.zeros(shape, dtype=sums.dtype, device=sums.device).index_add_(0, distinct, sums)
 
 
+def _as_table_grad(ids: torch.Tensor, sums: torch.Tensor, shape: torch.Size, sparse: bool) -> torch.Tensor:
+    """A table's gradient from its touched rows ``(U,)`` (increasing) and their sums ``(U, D)``:
+    sparse and marked coalesced, or dense ``(V, D)``."""
+    if sparse:
+        return torch.sparse_coo_tensor(ids[None], sums, shape, is_coalesced=True, check_invariants=False)
+    return torch.zeros(shape, dtype=sums.dtype, device=sums.device).index_add_(0, ids, sums)
+
+
 def _keep_coalesced(weight: torch.Tensor) -> None:
     """After backward: autograd hands a parameter its sparse gradient without the coalesced mark
     that :func:`table_grad` set, so clipping and the optimizer would sort it again; its row ids
@@ -93,21 +106,27 @@ class _Hidden(torch.autograd.Function):
     full error, not a 1/C share)."""
 
     @staticmethod
-    def forward(ctx: Any, context: torch.Tensor, weight: torch.Tensor, pad: int, sparse: bool) -> torch.Tensor:
+    def forward(ctx: Any, context: torch.Tensor, weight: torch.Tensor, pad: int, sparse: bool,
+                native: bool) -> torch.Tensor:
+        ctx.save_for_backward(context)
+        ctx.pad, ctx.sparse, ctx.shape, ctx.native = pad, sparse, weight.shape, native
+        if native:
+            return rowkernels.mean_rows(context, weight, pad)
         h = F.embedding_bag(context, weight, mode="sum", padding_idx=pad)  # (P, D)
         if context.size(1) > 1:
             h = h / context.ne(pad).sum(dim=1, keepdim=True).clamp(min=1)
-        ctx.save_for_backward(context)
-        ctx.pad, ctx.sparse, ctx.shape = pad, sparse, weight.shape
         return h
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:
         (context,) = ctx.saved_tensors
+        if ctx.native:
+            ids, sums = rowkernels.rows_grad(context, grad, ctx.shape, skip=ctx.pad)
+            return None, _as_table_grad(ids, sums, ctx.shape, ctx.sparse), None, None, None
         flat = context.reshape(-1)
         read = (flat != ctx.pad).nonzero().squeeze(1)  # (N,) positions of real words
         rows = torch.div(read, context.size(1), rounding_mode="floor")  # their predictions
-        return None, table_grad(flat[read], rows, grad.contiguous(), None, ctx.shape, ctx.sparse), None, None
+        return None, table_grad(flat[read], rows, grad.contiguous(), None, ctx.shape, ctx.sparse), None, None, None
 
 
 def sampled_scores(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -138,19 +157,30 @@ class _Scores(torch.autograd.Function):
     CHUNK = 512  # predictions gathered at once off the CPU
 
     @staticmethod
-    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, sparse: bool) -> torch.Tensor:
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, hrow: Optional[torch.Tensor],
+                sparse: bool, native: bool) -> torch.Tensor:
+        ctx.sparse, ctx.native = sparse, native and h.dtype == torch.float32  # (autocast's bf16 h: torch path)
+        if ctx.native:  # the scored words grouped by row (counting sort), kept for the backward pass
+            ctx.reads = rowkernels.order_by_row(target, weight.size(0), hrow)
+            ctx.save_for_backward(h, weight)
+            return rowkernels.scores_by_row(h, weight, ctx.reads)
+        if hrow is not None:
+            h = h[hrow]
         ctx.save_for_backward(h, weight, target)
-        ctx.sparse = sparse
         return sampled_scores(h, weight, target)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:
+        if ctx.native:
+            h, weight = ctx.saved_tensors
+            grad_h, ids, sums = rowkernels.scores_backward_by_row(grad, h, weight, ctx.reads)
+            return grad_h, _as_table_grad(ids, sums, weight.shape, ctx.sparse), None, None, None, None
         h, weight, target = ctx.saved_tensors
         g = grad.contiguous()  # (P, K)
         grad_h = F.embedding_bag(target, weight, mode="sum", per_sample_weights=g)  # (P, D)
         rows = torch.div(torch.arange(target.numel(), device=g.device), target.size(1), rounding_mode="floor")
         grad_w = table_grad(target.reshape(-1), rows, h, g.reshape(-1), weight.shape, ctx.sparse)
-        return grad_h, grad_w, None, None
+        return grad_h, grad_w, None, None, None, None
 
 
 @MODELS.register("word2vec", Word2VecConfig)
@@ -161,6 +191,8 @@ class Word2VecModel(nn.Module):
 
     def __init__(self, cfg: Word2VecConfig, dictionary: Dictionary):
         super().__init__()
+        if cfg.kernel == "native":
+            rowkernels.require("model.kernel=native")
         self.cfg = cfg
         V, D, pad = len(dictionary), cfg.embed_dim, dictionary.pad()
         self.embed = nn.Embedding(V, D, padding_idx=pad, sparse=cfg.sparse)  # input vectors: the word vectors
@@ -177,12 +209,27 @@ class Word2VecModel(nn.Module):
     def max_positions(self) -> Tuple[int, int]:
         return (1 << 30, 1 << 30)
 
+    def native(self) -> bool:
+        """Whether this forward pass runs the compiled kernels (``model.kernel``)."""
+        if self.cfg.kernel == "torch":
+            return False
+        fits = rowkernels.fits(self.embed.weight, self.out_embed.weight)
+        if self.cfg.kernel == "native" and not fits:
+            raise SeqkitError("model.kernel=native runs on a CPU in float32; this model's tables are "
+                              f"{self.embed.weight.dtype} on {self.embed.weight.device.type}: use model.kernel=auto")
+        return fits and rowkernels.available()
+
     def forward(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``context`` ``(P, C)``, ``target`` ``(P, K)`` -> scores ``(P, K)``: each scored word's
         output vector . the prediction's hidden vector (the context word's input vector; CBOW: the
         mean of the non-pad ones)."""
-        h = _Hidden.apply(context, self.embed.weight, self.embed.padding_idx, self.cfg.sparse)  # (P, D)
-        return _Scores.apply(h, self.out_embed.weight, target, self.cfg.sparse)  # (P, K)
+        native = self.native()
+        if native and context.size(1) == 1:  # skip-gram: each distinct context word's vector read once
+            words, hrow = rowkernels.unique(context[:, 0], self.embed.num_embeddings)  # (U,), (P,)
+            h = F.embedding(words, self.embed.weight, sparse=self.cfg.sparse)  # (U, D): stays in cache
+            return _Scores.apply(h, self.out_embed.weight, target, hrow, self.cfg.sparse, native)  # (P, K)
+        h = _Hidden.apply(context, self.embed.weight, self.embed.padding_idx, self.cfg.sparse, native)  # (P, D)
+        return _Scores.apply(h, self.out_embed.weight, target, None, self.cfg.sparse, native)  # (P, K)
 
     def word_vectors(self) -> torch.Tensor:
         """``(V, D)``: the input vectors, what the C code and gensim save."""

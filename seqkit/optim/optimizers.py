@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, List, Tuple
 
 import torch
 
+from seqkit.core import rowkernels
 from seqkit.core.config import arg
 from seqkit.core.errors import SeqkitError
 from seqkit.core.registry import OPTIMIZERS
@@ -56,6 +57,9 @@ class SparseAdamConfig:
     lr: float = arg(1e-3, "peak learning rate (schedulers scale it)", gt=0)
     betas: List[float] = arg(help="Adam beta1, beta2", factory=lambda: [0.9, 0.999], ge=0, lt=1)
     eps: float = arg(1e-8, "Adam epsilon", gt=0)
+    impl: str = arg("auto", "native (compiled row loops, seqkit.core.rowkernels: float32 tables on a CPU), torch "
+                            "(row gathers and scatters), auto (native where it can run, else torch)",
+                    choices=("auto", "native", "torch"))
 
 
 def _params_of(params: List[Any]) -> List[Any]:
@@ -152,8 +156,10 @@ class RowAdam(torch.optim.Optimizer):
 
     ROWS = 2048  # rows updated at once: their moments and update (2048 x D floats each) stay in cache
 
-    def __init__(self, params: Iterable[Any], lr: float, betas: Tuple[float, float], eps: float):
+    def __init__(self, params: Iterable[Any], lr: float, betas: Tuple[float, float], eps: float,
+                 impl: str = "torch"):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+        self.impl = impl  # auto, native or torch (SparseAdamConfig.impl)
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:
@@ -175,8 +181,23 @@ class RowAdam(torch.optim.Optimizer):
                 state["step"] += 1
                 t = float(state["step"])
                 size = group["lr"] * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+                if self._native(p, state):
+                    rowkernels.row_adam(p, state["exp_avg"], state["exp_avg_sq"], rows, g, beta1, beta2, group["eps"],
+                                        size)
+                    continue
                 for a in range(0, rows.numel(), self.ROWS):  # a block's moments stay in cache through its update
                     self._update(p, state, rows[a:a + self.ROWS], g[a:a + self.ROWS], beta1, beta2, group["eps"], size)
+
+    def _native(self, p: torch.Tensor, state: Dict[str, Any]) -> bool:
+        """Whether this step runs the compiled loop (``impl``; native refuses what it cannot run)."""
+        if self.impl == "torch":
+            return False
+        fits = rowkernels.fits(p, state["exp_avg"], state["exp_avg_sq"]) and p.is_contiguous() \
+            and state["exp_avg"].is_contiguous() and state["exp_avg_sq"].is_contiguous()
+        if self.impl == "native" and not fits:
+            raise SeqkitError(f"optimizer.impl=native steps contiguous float32 tables on a CPU; this one is {p.dtype} on "
+                              f"{p.device.type}: use optimizer.impl=auto")
+        return fits and rowkernels.available()
 
     @staticmethod
     def _update(p: torch.Tensor, state: Dict[str, Any], rows: torch.Tensor, g: torch.Tensor, beta1: float,
@@ -194,4 +215,6 @@ def build_sparse_adam(cfg: SparseAdamConfig, params: Iterable[Any]) -> torch.opt
     """Lazy Adam: moments updated on the rows a batch touched only (:class:`RowAdam`)."""
     params = list(params)
     check_sparse(cfg.name, params, takes_sparse=True, takes_dense=False)
-    return RowAdam(params, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps)
+    if cfg.impl == "native":
+        rowkernels.require("optimizer.impl=native")
+    return RowAdam(params, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps, impl=cfg.impl)
