@@ -26,7 +26,7 @@ def main(data: str, mode: str = "skipgram", n: int = 100, max_tokens: int = 4096
     criterion = task.build_criterion(NegativeSamplingConfig())
     optimizer = build_sparse_adam(SparseAdamConfig(lr=0.04, impl=kernel), model.parameters())
     times = dict(collate=0.0, forward=0.0, backward=0.0, norm=0.0, step=0.0)
-    words = 0
+    words, counts = 0, dict(predictions=0, noise_words=0, distinct_context_words=0, output_rows_touched=0)
     for batch in dataset.batches(max_tokens, 0, 1, 1)[:n]:
         t = [time.perf_counter()]
         sample = dataset.collate(batch)
@@ -43,10 +43,17 @@ def main(data: str, mode: str = "skipgram", n: int = 100, max_tokens: int = 4096
         for i, k in enumerate(times):
             times[k] += t[i + 1] - t[i]
         words += sample["raw_words"]
+        context, target = sample["net_input"]["context"], sample["target"]  # (P, C), (P, 1 + k)
+        counts["predictions"] += target.size(0)
+        counts["noise_words"] += target[:, 1:].numel()
+        counts["distinct_context_words"] += context[context != task.dictionary.pad()].unique().numel()
+        counts["output_rows_touched"] += target.unique().numel()
     total = sum(times.values())
     print(f"{mode}, kernel {kernel}, {n} updates of {max_tokens} words, ms per update:",
           ", ".join(f"{k} {1000 * v / n:.2f}" for k, v in times.items()),
           f"| total {1000 * total / n:.2f} | raw words/s {words / total:,.0f}")
+    print(f"per update (means, not timed): {', '.join(f'{k} {v / n:,.0f}' for k, v in counts.items())}; "
+          f"vocabulary {len(task.dictionary):,}")
 
 
 if __name__ == "__main__":
