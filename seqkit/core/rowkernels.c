@@ -3,7 +3,7 @@
  * seqkit/core/rowkernels.py (cc -O3 -march=native); each function does what the torch path of
  * seqkit/models/word2vec.py and seqkit/optim/optimizers.py:RowAdam does (tests/test_rowkernels.py
  * compares them). The reads of a table are first grouped by row with a counting sort, so each pass
- * visits a table's rows once each, in memory order, and a row's gradient is summed in registers and
+ * visits a table's rows once each, in memory order, and a row's gradient is summed in place (in L1) and
  * written once: no sort, no (N, D) temporary, no (V, D) scratch.
  *
  * Shapes: P predictions, K scored words each, D the row size, V the table's rows, N reads. */

@@ -195,8 +195,8 @@ class RowAdam(torch.optim.Optimizer):
         fits = rowkernels.fits(p, state["exp_avg"], state["exp_avg_sq"]) and p.is_contiguous() \
             and state["exp_avg"].is_contiguous() and state["exp_avg_sq"].is_contiguous()
         if self.impl == "native" and not fits:
-            raise SeqkitError(f"optimizer.impl=native steps contiguous float32 tables on a CPU; this one is {p.dtype} on "
-                              f"{p.device.type}: use optimizer.impl=auto")
+            raise SeqkitError(f"optimizer.impl=native steps contiguous float32 tables on a CPU; this one is "
+                              f"{p.dtype} on {p.device.type}: use optimizer.impl=auto")
         return fits and rowkernels.available()
 
     @staticmethod
