@@ -73,9 +73,7 @@ def table_grad(ids: torch.Tensor, rows: torch.Tensor, src: torch.Tensor, weights
     distinct = distinct.long()
     sums = F.embedding_bag(rows[order], src, counts.cumsum(0) - counts, mode="sum",
                            per_sample_weights=None if weights is None else weights[order])  # (U, D)
-    if sparse:
-        return torch.sparse_coo_tensor(distinct[None], sums, shape, is_coalesced=True, check_invariants=False)
-    return torch.zeros(shape, dtype=sums.dtype, device=sums.device).index_add_(0, distinct, sums)
+    return _as_table_grad(distinct, sums, shape, sparse)
 
 
 def _as_table_grad(ids: torch.Tensor, sums: torch.Tensor, shape: torch.Size, sparse: bool) -> torch.Tensor:
