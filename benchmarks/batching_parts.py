@@ -2,14 +2,14 @@
 
 ``seqkit.data.batching.token_budget_batches`` at 1M / 4M / 16M examples, split into its steps (the
 seeded permutation, drawn in a thread while the sort keys and the sorted costs are counted; the
-gather of the sort keys in that order and the radix sort; the gather of the indices; the greedy cut,
-the slicing into batches, the shuffle of the batches) and timed whole (``whole``), medians of ``--rounds``, with each step's log-log slope over the sizes (1 = linear). Two
+counting sort of the permutation by key; the greedy cut, the slicing into batches, the shuffle of
+the batches) and timed whole (``whole``), medians of ``--rounds``, with each step's log-log slope over the sizes (1 = linear). Two
 references of the same sizes: a sequential pass (a sum of the int32 sizes) and a random gather (an
 int32 array read through a permutation). The example lengths are synthetic (uniform 3..60, seed 0),
 which only the sort's and the cut's constants depend on. Checks the steps' batches against
 ``token_budget_batches``. Prints one JSON line:
 
-    python benchmarks/batching_parts.py [--sizes 1000000,4000000,16000000] [--rounds 5] [--max-tokens 4096]
+    python benchmarks/batching_parts.py [--sizes 1000000,4000000,16000000] [--rounds 5] [--warmup 1] [--max-tokens 4096]
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-STEPS = ("permutation_beside_keys", "gather_keys", "radix_sort", "gather_order", "costs_counted", "cut", "slice",
-         "shuffle")
+STEPS = ("permutation_beside_keys", "sort_by_key", "cut", "slice", "shuffle")
 
 
 def one_epoch(sizes: np.ndarray, max_tokens: int, seed: int, epoch: int) -> Dict[str, float]:
     """The seconds of each step of ``token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch)``,
     done as it does them (the permutation drawn in a thread while the keys and costs are made, the
-    gathers in two threads), and of the whole call (``whole``); asserts the same batches."""
+    other gathers in two threads), and of the whole call (``whole``, after the steps' arrays are
+    freed but their batches); asserts the same batches."""
     from seqkit.data import batching as b
+    from seqkit.data import orderkernels
 
     times: Dict[str, float] = {}
 
@@ -49,19 +50,18 @@ def one_epoch(sizes: np.ndarray, max_tokens: int, seed: int, epoch: int) -> Dict
     rng = b.epoch_rng(seed, epoch)
 
     def draw_and_count():
-        drawn = b.Drawn(rng, len(sizes))  # (n,) random writes, in its own thread
+        drawn = b.Drawn(rng, len(sizes))  # (n,) random swaps, in its own thread
         keys, values, _ = b.sort_key(sizes, None)
-        cost = np.repeat(values, np.bincount(keys, minlength=len(values)))  # sequential: the sorted keys
-        return drawn.result(), keys, cost
+        counts = np.bincount(keys, minlength=len(values))
+        cost = np.repeat(values, counts)  # sequential: the sorted keys
+        return drawn.result(), keys, counts, cost
 
-    perm, keys, cost = timed("permutation_beside_keys", draw_and_count)
-    gathered = timed("gather_keys", lambda: b.gather(keys, perm))  # (n,) random reads
-    by_length = timed("radix_sort", lambda: np.argsort(gathered, kind="stable"))
-    order = timed("gather_order", lambda: b.gather(perm, by_length))  # (n,) random reads
-    times["costs_counted"] = 0.0  # made beside the permutation (in its step's time)
+    perm, keys, counts, cost = timed("permutation_beside_keys", draw_and_count)
+    order = timed("sort_by_key", lambda: orderkernels.sort_by_key(perm, keys, counts))  # (n,) random reads
     ends = timed("cut", lambda: b.batch_ends(cost, max_tokens).tolist())
     batches = timed("slice", lambda: [order[a:e] for a, e in zip([0] + ends[:-1], ends)])
     timed("shuffle", lambda: rng.shuffle(batches))
+    del perm, keys, counts, cost, ends  # freed before the whole call, as its own steps free theirs
     same = timed("whole", lambda: b.token_budget_batches(sizes, max_tokens, seed=seed, epoch=epoch))
     assert len(same) == len(batches) and all(np.array_equal(x, y) for x, y in zip(same, batches))
     return times
@@ -91,18 +91,26 @@ def main() -> None:
     p.add_argument("--sizes", default="1000000,4000000,16000000", help="examples, comma-separated")
     p.add_argument("--rounds", type=int, default=5, help="epochs timed per size (medians reported)")
     p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--warmup", type=int, default=1, help="untimed epochs per size first (the memory's first touch)")
     args = p.parse_args()
     sys.path.insert(0, HERE)
     from translation import matmul_peak
 
+    from seqkit.core.allocator import keep_freed_memory
     from seqkit.core.cpu import cpu_info
+    from seqkit.data import orderkernels
+
+    keep_freed_memory()  # as every seqkit command does (cli/common.py): freed arrays are reused, not unmapped
 
     sizes_list = [int(s) for s in args.sizes.split(",")]
-    out = {"benchmark": "batching_parts", "max_tokens": args.max_tokens, "rounds": args.rounds, **cpu_info(),
+    out = {"benchmark": "batching_parts", "max_tokens": args.max_tokens, "rounds": args.rounds,
+           "warmup": args.warmup, "orderkernels": orderkernels.available(), **cpu_info(),
            "matmul_peak_fp32_gflops": round(matmul_peak(torch.float32) / 1e9, 1), "sizes": sizes_list, "steps": {}}
     per_size = []
     for n in sizes_list:
         lengths = np.random.default_rng(0).integers(3, 61, n).astype(np.int32)
+        for e in range(args.warmup):
+            one_epoch(lengths, args.max_tokens, seed=1, epoch=args.rounds + e + 1)
         rounds = [one_epoch(lengths, args.max_tokens, seed=1, epoch=e + 1) for e in range(args.rounds)]
         refs = [references(n) for _ in range(args.rounds)]
         row = {k: statistics.median(r[k] for r in rounds) for k in STEPS}

@@ -10,33 +10,20 @@ with a table's reads grouped by row first (a counting sort), so each row is visi
 order, and its gradient summed in place: the touched rows come out in increasing order, the
 coalesced sparse gradient the optimizers take.
 
-Built at first use with the system's C compiler (``$CC``, else ``cc``; ``-O3 -march=native``,
-no OpenMP runtime: one thread) into ``$SEQKIT_CACHE`` (default ``~/.cache/seqkit``), once per
-source and CPU; where no compiler works, :func:`available` is False, :func:`why_unavailable`
-says why, and the callers keep their torch path (``model.kernel=auto``, ``optimizer.impl=auto``).
-Calls go through ctypes, which releases the GIL for their length.
+Built at first use with the system's C compiler (``seqkit/core/cbuild.py``); where no compiler
+works, :func:`available` is False, :func:`why_unavailable` says why, and the callers keep their
+torch path (``model.kernel=auto``, ``optimizer.impl=auto``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import logging
-import os
-import subprocess
-import tempfile
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
-from seqkit.core.errors import SeqkitError
-
-log = logging.getLogger("seqkit.rowkernels")
-
-SOURCE = Path(__file__).with_name("rowkernels.c")
-FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-std=gnu11", "-shared", "-fPIC"]
-_state: Dict[str, object] = {}  # "lib": the loaded library, "why": why it is not (after the first try)
+from seqkit.core.cbuild import CLibrary
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -50,73 +37,25 @@ _SIGNATURES = {
     "rk_accumulate_by_row": (_I, [_P, _P, _P, _P, _P, _I, _I]),
     "rk_row_adam": (None, [_P, _P, _P, _P, _P, _I, _I, _F, _F, _F, _F]),
 }
-
-
-def cache_dir() -> Path:
-    """Where built libraries are kept: ``$SEQKIT_CACHE`` or ``~/.cache/seqkit``."""
-    return Path(os.environ.get("SEQKIT_CACHE") or Path.home() / ".cache" / "seqkit")
-
-
-def _cpu_tag() -> str:
-    """What ``-march=native`` depends on: the CPU's model name and flags (a library built for one
-    CPU is not loaded on another)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return "|".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
-    except OSError:
-        return os.uname().machine
-
-
-def _build() -> ctypes.CDLL:
-    """Compile the source (unless a library for this source, compiler and CPU is cached) and load it."""
-    compiler = os.environ.get("CC", "cc")
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, " ".join(FLAGS), _cpu_tag()]).encode())
-    target = cache_dir() / f"rowkernels-{key.hexdigest()[:16]}.so"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-        os.close(fd)
-        try:
-            done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True)
-            if done.returncode != 0:
-                first = (done.stderr.strip().splitlines() or ["no message"])[0]
-                raise OSError(f"{compiler} failed: {first}")
-            os.replace(tmp, target)  # atomic: a concurrent build of the same key writes the same bytes
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    lib = ctypes.CDLL(str(target))
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+_LIB = CLibrary(Path(__file__).with_name("rowkernels.c"), _SIGNATURES, "the row kernels")
 
 
 def library() -> Optional[ctypes.CDLL]:
     """The loaded library, built on the first call; None where it cannot be (:func:`why_unavailable`)."""
-    if "lib" not in _state and "why" not in _state:
-        try:
-            _state["lib"] = _build()
-            log.debug("row kernels: %s", SOURCE)
-        except (OSError, FileNotFoundError, AttributeError) as e:
-            _state["why"] = f"the row kernels could not be built ({e})"
-            log.info("%s: the torch path is used", _state["why"])
-    return _state.get("lib")  # type: ignore[return-value]
+    return _LIB.library()
 
 
 def available() -> bool:
-    return library() is not None
+    return _LIB.available()
 
 
 def why_unavailable() -> str:
-    library()
-    return str(_state.get("why", ""))
+    return _LIB.why_unavailable()
 
 
 def require(setting: str) -> None:
     """For a setting that asks for the kernels by name: one line when they cannot be built."""
-    if not available():
-        raise SeqkitError(f"{setting} but {why_unavailable()}; use the auto or torch setting")
+    _LIB.require(setting)
 
 
 def fits(*tensors: torch.Tensor) -> bool:

@@ -1,10 +1,12 @@
 """Token-budget batching with length bucketing and seeded, reproducible shuffling.
 
-Vectorised for corpora of tens of millions of examples: the sorts are numpy's radix sorts on
-small integer keys, and the greedy cut takes one numpy step per batch, not a Python step per
-example; the batches are the same as a per-example loop's (``tests/test_batching_scale.py``).
-Past a million examples the seeded permutation is drawn in a thread while the keys and the sorted
-costs are counted, and the gathers through it are split between two threads (docs/scale.md).
+Vectorised for corpora of tens of millions of examples: the sort is a counting sort on small
+integer keys, and the greedy cut takes one numpy step per batch, not a Python step per example;
+the batches are the same as a per-example loop's (``tests/test_batching_scale.py``). The seeded
+permutation and the sort by key are compiled loops that prefetch their random reads
+(``orderkernels.py``; numpy's, with the same result, where no compiler works). Past a million
+examples the permutation is drawn in a thread while the keys and the sorted costs are counted, and
+the other gathers through it are split between two threads (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import threading
 from typing import Callable, List, Optional, Tuple
 
 import numpy as np
+
+from seqkit.data import orderkernels
 
 PARALLEL_GATHER = 1 << 20  # indices from which gather() splits the work in two threads
 
@@ -69,13 +73,13 @@ class Drawn:
         if rng is None:
             return
         if not two_threads(n):
-            self._order = rng.permutation(n)
+            self._order = orderkernels.permutation(rng, n)
             return
         self._thread = threading.Thread(target=self._draw, args=(rng, n), name="seqkit-permutation")
         self._thread.start()
 
     def _draw(self, rng: np.random.Generator, n: int) -> None:
-        self._order = rng.permutation(n)
+        self._order = orderkernels.permutation(rng, n)
 
     def result(self) -> np.ndarray:
         if self._thread is not None:
@@ -111,10 +115,11 @@ def sorted_order(src_sizes: np.ndarray, tgt_sizes: np.ndarray | None, rng: np.ra
     n = len(src_sizes)
     drawn = Drawn(rng, n)  # the seeded permutation, drawn in a thread while the keys are made here
     key = sort_key(src_sizes, tgt_sizes)
-    cost = None
+    cost = counts = None
+    if key is not None:
+        counts = np.bincount(key[0], minlength=len(key[1]))  # (K,) examples of each key value
     if key is not None and cost_of is not None:  # the sorted keys are each value repeated its count
-        keys, src_of, tgt_of = key
-        cost = np.repeat(cost_of(src_of, tgt_of), np.bincount(keys, minlength=len(src_of)))
+        cost = np.repeat(cost_of(key[1], key[2]), counts)
     order = drawn.result()
     if key is None:  # wide lengths: two stable sorts, the secondary key first
         src = small_keys(src_sizes)
@@ -122,8 +127,8 @@ def sorted_order(src_sizes: np.ndarray, tgt_sizes: np.ndarray | None, rng: np.ra
         if tgt_sizes is not None:
             tgt = small_keys(tgt_sizes)
             order = gather(order, np.argsort(gather(tgt, order), kind="stable"))
-    else:  # one radix sort of the 16-bit keys
-        order = gather(order, np.argsort(gather(key[0], order), kind="stable"))
+    else:  # one counting sort of the 16-bit keys
+        order = orderkernels.sort_by_key(order, key[0], counts)
     if exclude is not None and len(exclude):
         mask = kept(order, exclude, n)
         order, cost = order[mask], cost[mask] if cost is not None else None

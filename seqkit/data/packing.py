@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from seqkit.core.errors import SeqkitError
+from seqkit.data import orderkernels
 from seqkit.data.batching import epoch_rng
 from seqkit.data.indexed_dataset import flat_ranges
 from seqkit.data.pair_dataset import LanguagePairDataset
@@ -56,7 +57,7 @@ def packing_order(src_sizes: np.ndarray, tgt_sizes: np.ndarray, src_len: int, tg
     within a run of one size, alternately the most source-heavy and the most target-heavy left, so
     that consecutive pairs even out the two sides."""
     n = len(src_sizes)
-    order = rng.permutation(n) if rng is not None else np.arange(n)
+    order = orderkernels.permutation(rng, n) if rng is not None else np.arange(n)
     size = np.maximum(src_sizes * tgt_len, tgt_sizes * src_len)  # (n,) share of a row, times src_len * tgt_len
     lean = src_sizes * tgt_len - tgt_sizes * src_len  # (n,) > 0: takes more of the source row
     order = order[np.argsort(lean[order], kind="stable")]
