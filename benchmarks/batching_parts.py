@@ -10,6 +10,7 @@ which only the sort's and the cut's constants depend on. Checks the steps' batch
 ``token_budget_batches``. Prints one JSON line:
 
     python benchmarks/batching_parts.py [--sizes 1000000,4000000,16000000] [--rounds 5] [--warmup 1] [--max-tokens 4096]
+        [--baseline-src OLD]   # and the whole call of an older checkout against this one, each in its own process
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from typing import Callable, Dict, List
@@ -79,6 +81,36 @@ def references(n: int) -> Dict[str, float]:
     return {"sequential_sum": t1 - t, "random_gather": t2 - t1}
 
 
+def whole_only(sizes: List[int], rounds: int, warmup: int, max_tokens: int) -> List[float]:
+    """Median seconds of the whole ``token_budget_batches`` call per size, after ``warmup`` untimed
+    epochs: what ``--baseline-src`` runs in a child process for each code."""
+    from seqkit.core.allocator import keep_freed_memory
+    from seqkit.data import batching as b
+
+    keep_freed_memory()
+    out = []
+    for n in sizes:
+        lengths = np.random.default_rng(0).integers(3, 61, n).astype(np.int32)
+        times = []
+        for e in range(warmup + rounds):
+            t = time.perf_counter()
+            b.token_budget_batches(lengths, max_tokens, seed=1, epoch=e + 1)
+            times.append(time.perf_counter() - t)
+        out.append(statistics.median(times[warmup:]))
+    return out
+
+
+def whole_in_child(src: str, n: int, args: argparse.Namespace) -> float:
+    """``whole_only`` for one size in a fresh process importing seqkit from ``src``."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--whole-only", "--sizes", str(n), "--rounds",
+                           str(args.rounds), "--warmup", str(args.warmup), "--max-tokens", str(args.max_tokens)],
+                          env=env, capture_output=True, text=True, check=True)
+    got = json.loads(done.stdout)
+    assert os.path.samefile(got["seqkit"], src), f"the child imported seqkit from {got['seqkit']}, not {src}"
+    return got["whole"][0]
+
+
 def slope(xs: List[int], ys: List[float]) -> float:
     """The least-squares slope of log(y) on log(x)."""
     lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-9)) for y in ys]
@@ -92,7 +124,17 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5, help="epochs timed per size (medians reported)")
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--warmup", type=int, default=1, help="untimed epochs per size first (the memory's first touch)")
+    p.add_argument("--baseline-src", help="a seqkit checkout: its whole call and this one's, each in a child process, "
+                                          "alternating per size (A/B, reported as whole_ab)")
+    p.add_argument("--whole-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    sizes_list = [int(s) for s in args.sizes.split(",")]
+    if args.whole_only:  # a child of --baseline-src: the seqkit on PYTHONPATH
+        import seqkit
+
+        print(json.dumps({"whole": whole_only(sizes_list, args.rounds, args.warmup, args.max_tokens),
+                          "seqkit": os.path.dirname(os.path.dirname(seqkit.__file__))}))
+        return
     sys.path.insert(0, HERE)
     from translation import matmul_peak
 
@@ -102,7 +144,6 @@ def main() -> None:
 
     keep_freed_memory()  # as every seqkit command does (cli/common.py): freed arrays are reused, not unmapped
 
-    sizes_list = [int(s) for s in args.sizes.split(",")]
     out = {"benchmark": "batching_parts", "max_tokens": args.max_tokens, "rounds": args.rounds,
            "warmup": args.warmup, "orderkernels": orderkernels.available(), **cpu_info(),
            "matmul_peak_fp32_gflops": round(matmul_peak(torch.float32) / 1e9, 1), "sizes": sizes_list, "steps": {}}
@@ -121,6 +162,15 @@ def main() -> None:
     for k in per_size[0]:
         values = [row[k] for row in per_size]
         out["steps"][k] = {"seconds": [round(v, 4) for v in values], "slope": round(slope(sizes_list, values), 3)}
+    if args.baseline_src:
+        ab: Dict[str, List[float]] = {"baseline": [], "this": []}
+        for n in sizes_list:
+            ab["baseline"].append(whole_in_child(args.baseline_src, n, args))
+            ab["this"].append(whole_in_child(os.path.dirname(HERE), n, args))
+        out["whole_ab"] = {"baseline_src": os.path.abspath(args.baseline_src),
+                           **{k: {"seconds": [round(v, 4) for v in vs], "slope": round(slope(sizes_list, vs), 3)}
+                              for k, vs in ab.items()},
+                           "ratio": [round(a / b, 3) for a, b in zip(ab["baseline"], ab["this"])]}
     print(json.dumps(out))
 
 
