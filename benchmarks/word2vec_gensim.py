@@ -6,6 +6,8 @@ same threads (issue 62, part 1): words/s, analogies and nearest-neighbour overla
     python3.11 -m venv gensim-venv && gensim-venv/bin/pip install gensim
     nice -n 10 python /path/to/benchmarks/word2vec_gensim.py --gensim-python gensim-venv/bin/python \\
         --data wt2-w2v/data-bin --save-root wt2-w2v --logs examples/word2vec/logs --out RESULT.json
+    # seqkit with more settings (after the config's), for both modes or one:
+    ... --seqkit-args optimizer=pair_sgd skipgram:optimizer.lr=0.025 cbow:optimizer.lr=0.05
 
 Runs in seqkit's venv. Per mode (skipgram, cbow) it alternates ``--rounds`` times: seqkit (the
 README's ``seqkit-train --config examples/word2vec/config.yaml ... common.threads=1``, a process of
@@ -120,6 +122,7 @@ def seqkit_run(a: argparse.Namespace, mode: str, rnd: int, corpus: dict) -> dict
                  "another --save-root")
     cmd = ["seqkit-train", "--config", "examples/word2vec/config.yaml", f"task.data={a.data}"]
     cmd += ([] if mode == "skipgram" else ["task.mode=cbow"]) + [f"checkpoint.save_dir={save}", "common.threads=1"]
+    cmd += a.seqkit_args.get(mode, [])
     log = os.path.join(a.logs, f"{mode}-{rnd}.log")
     logged(cmd, log, SINGLE)
     text = open(log, encoding="utf-8").read()
@@ -187,9 +190,18 @@ def main() -> None:
     p.add_argument("--probes", default="examples/word2vec/probe-words.txt")
     p.add_argument("--modes", nargs="+", default=["skipgram", "cbow"])
     p.add_argument("--rounds", type=int, default=2, help="seqkit/gensim alternations per mode")
+    p.add_argument("--seqkit-args", nargs="*", default=[], metavar="[MODE:]KEY=VALUE",
+                   help="more seqkit-train settings, for every mode or (cbow:optimizer.lr=0.05) for one")
     a = p.parse_args()
     if a.worker:
         return worker(a)
+    given, a.seqkit_args = a.seqkit_args, {m: [] for m in a.modes}
+    for arg in given:
+        mode, _, setting = arg.partition(":") if arg.split("=", 1)[0].count(":") else ("", "", arg)
+        if mode and mode not in a.modes:
+            p.error(f"--seqkit-args {arg}: {mode} is not one of --modes {' '.join(a.modes)}")
+        for m in ([mode] if mode else a.modes):
+            a.seqkit_args[m].append(setting)
     import torch
 
     sys.path.insert(0, HERE)
@@ -200,7 +212,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     os.makedirs(a.logs, exist_ok=True)
-    row = {**cpu_info(), "threads": 1, "fp32_matmul_peak_gflops_1thread_before": round(matmul_peak(torch.float32) / 1e9),
+    row = {**cpu_info(), "threads": 1, "seqkit_args": a.seqkit_args, "fp32_matmul_peak_gflops_1thread_before": round(matmul_peak(torch.float32) / 1e9),
            # what model.kernel=auto and optimizer.impl=auto (the config's) run in seqkit-train
            "seqkit_kernels": "native" if rowkernels.available() else f"torch: {rowkernels.why_unavailable()}"}
     with tempfile.TemporaryDirectory() as tmp:

@@ -158,3 +158,61 @@ void rk_row_adam(float *restrict PARAM, float *restrict M, float *restrict V2, c
         }
     }
 }
+
+/* Word2vec's own update (the C code's and gensim's): predictions one after another, each one's
+ * gradient applied at once (per-pair SGD). Prediction p: H = the mean of its context rows of IN
+ * (CTX (P, C), SKIP-valued ids left out; skip-gram C = 1), then for each scored word k of T (P, K),
+ * column 0 the true word: S[p, k] = OUT[t] . H (written out, before the update, for the loss);
+ * g = LR (label - sigmoid(s)); E += g OUT[t]; OUT[t] += g H, at once (a row scored twice in one
+ * prediction is read updated the second time, as in the C code). A noise word equal to the true
+ * word is scored but not trained (the loss leaves it out). Then each context row gets E whole (as the C
+ * code's CBOW, and the gradient rk_rows_grad gives). SCRATCH: 2 D floats. Returns -1, or the first
+ * prediction holding an id outside [0, V) (the predictions before it are applied). */
+int64_t rk_pair_sgd(const int64_t *restrict CTX, const int64_t *restrict T, float *restrict IN, float *restrict OUT,
+                     float *restrict S, float *restrict SCRATCH, int64_t P, int64_t C, int64_t K, int64_t V, int64_t D,
+                     int64_t SKIP, float LR) {
+    float *restrict h = SCRATCH, *restrict e = SCRATCH + D;
+    for (int64_t p = 0; p < P; p++) {
+        const int64_t *ctx = CTX + p * C, *t = T + p * K;
+        for (int64_t c = 0; c < C; c++)
+            if (ctx[c] != SKIP && (ctx[c] < 0 || ctx[c] >= V)) return p;
+        for (int64_t k = 0; k < K; k++)
+            if (t[k] < 0 || t[k] >= V) return p;
+        memset(h, 0, (size_t)D * sizeof(float));
+        memset(e, 0, (size_t)D * sizeof(float));
+        int64_t n = 0;
+        for (int64_t c = 0; c < C; c++) {
+            if (ctx[c] == SKIP) continue;
+            const float *x = IN + ctx[c] * D;
+#pragma omp simd
+            for (int64_t d = 0; d < D; d++) h[d] += x[d];
+            n++;
+        }
+        if (n > 1) {
+            const float inv = 1.0f / (float)n;
+#pragma omp simd
+            for (int64_t d = 0; d < D; d++) h[d] *= inv;
+        }
+        for (int64_t k = 0; k < K; k++) {
+            float *w = OUT + t[k] * D;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int64_t d = 0; d < D; d++) s += w[d] * h[d];
+            S[p * K + k] = s;
+            if (k > 0 && t[k] == t[0]) continue;
+            const float g = LR * ((k == 0 ? 1.0f : 0.0f) - 1.0f / (1.0f + expf(-s)));
+#pragma omp simd
+            for (int64_t d = 0; d < D; d++) {
+                e[d] += g * w[d];
+                w[d] += g * h[d];
+            }
+        }
+        for (int64_t c = 0; c < C; c++) {
+            if (ctx[c] == SKIP) continue;
+            float *x = IN + ctx[c] * D;
+#pragma omp simd
+            for (int64_t d = 0; d < D; d++) x[d] += e[d];
+        }
+    }
+    return -1;
+}

@@ -36,6 +36,7 @@ _SIGNATURES = {
     "rk_unique": (_I, [_P, _I, _I, _P, _P, _P]),
     "rk_accumulate_by_row": (_I, [_P, _P, _P, _P, _P, _I, _I]),
     "rk_row_adam": (None, [_P, _P, _P, _P, _P, _I, _I, _F, _F, _F, _F]),
+    "rk_pair_sgd": (_I, [_P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F]),
 }
 _LIB = CLibrary(Path(__file__).with_name("rowkernels.c"), _SIGNATURES, "the row kernels")
 
@@ -53,9 +54,9 @@ def why_unavailable() -> str:
     return _LIB.why_unavailable()
 
 
-def require(setting: str) -> None:
+def require(setting: str, instead: str = "the auto or torch setting") -> None:
     """For a setting that asks for the kernels by name: one line when they cannot be built."""
-    _LIB.require(setting)
+    _LIB.require(setting, instead)
 
 
 def fits(*tensors: torch.Tensor) -> bool:
@@ -166,3 +167,22 @@ def row_adam(param: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tenso
         raise ValueError("row_adam: contiguous float32 CPU tables only")
     library().rk_row_adam(_ptr(param), _ptr(exp_avg), _ptr(exp_avg_sq), _ptr(rows), _ptr(grad), rows.numel(),
                           param.size(1), beta1, beta2, eps, size)
+
+
+def pair_sgd(context: torch.Tensor, target: torch.Tensor, inputs: torch.Tensor, outputs: torch.Tensor, lr: float,
+             skip: int = -1) -> torch.Tensor:
+    """Word2vec's per-prediction SGD (``rk_pair_sgd``) in place on the input and output tables
+    ``(V, D)`` (contiguous float32 on a CPU): ``context`` ``(P, C)`` (ids ``skip`` left out),
+    ``target`` ``(P, K)`` (column 0 the true word) -> each prediction's scores ``(P, K)``, taken
+    before its own update."""
+    context, target = context.contiguous().long(), target.contiguous().long()
+    if not (fits(inputs, outputs) and inputs.is_contiguous() and outputs.is_contiguous()):
+        raise ValueError("pair_sgd: contiguous float32 CPU tables only")
+    (P, C), K = context.shape, target.size(1)
+    V, D = inputs.shape
+    scores, scratch = torch.empty(P, K), torch.empty(2 * D)
+    bad = library().rk_pair_sgd(_ptr(context), _ptr(target), _ptr(inputs), _ptr(outputs), _ptr(scores), _ptr(scratch),
+                                P, C, K, V, D, skip, lr)
+    if bad >= 0:
+        raise ValueError(f"pair_sgd: prediction {bad} reads a row outside the {V}-row tables")
+    return scores

@@ -199,6 +199,7 @@ class Word2VecModel(nn.Module):
             self.embed.weight.uniform_(-0.5 / D, 0.5 / D)
             self.embed.weight[pad].zero_()  # <pad> fills CBOW's short windows: it must add nothing
             self.out_embed.weight.zero_()
+        self.update_lr: Optional[float] = None  # optimizer=pair_sgd: the update's rate, set by the trainer
         for table in (self.embed, self.out_embed):
             table.weight.sparse_grad = cfg.sparse  # what the optimizers check (seqkit.optim.optimizers)
             if cfg.sparse:
@@ -217,10 +218,23 @@ class Word2VecModel(nn.Module):
                               f"{self.embed.weight.dtype} on {self.embed.weight.device.type}: use model.kernel=auto")
         return fits and rowkernels.available()
 
+    def update_in_forward(self, lr: Optional[float]) -> None:
+        """From now on (``lr`` a rate; None: no more) each forward pass also trains: per-prediction
+        SGD at rate ``lr`` (``optimizer=pair_sgd``: the trainer calls this around an update)."""
+        if lr is not None and (self.cfg.kernel == "torch" or not self.native()):
+            raise SeqkitError("optimizer=pair_sgd runs the compiled loops (model.kernel=auto or native, float32 "
+                              f"tables on a CPU); this model runs model.kernel={self.cfg.kernel} on "
+                              f"{self.embed.weight.device.type}: use optimizer=sgd or sparse_adam")
+        self.update_lr = lr
+
     def forward(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``context`` ``(P, C)``, ``target`` ``(P, K)`` -> scores ``(P, K)``: each scored word's
         output vector . the prediction's hidden vector (the context word's input vector; CBOW: the
-        mean of the non-pad ones)."""
+        mean of the non-pad ones). With :meth:`update_in_forward` set, the scores are each
+        prediction's before its own update, and the tables are trained as they are read."""
+        if self.update_lr is not None:
+            return rowkernels.pair_sgd(context, target, self.embed.weight.data, self.out_embed.weight.data,
+                                       self.update_lr, self.embed.padding_idx)
         native = self.native()
         if native and context.size(1) == 1:  # skip-gram: each distinct context word's vector read once
             words, hrow = rowkernels.unique(context[:, 0], self.embed.num_embeddings)  # (U,), (P,)

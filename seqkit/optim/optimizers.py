@@ -52,6 +52,12 @@ class SGDConfig:
 
 
 @dataclass
+class PairSGDConfig:
+    name: str = arg("pair_sgd", "registry name")
+    lr: float = arg(0.025, "peak learning rate (schedulers scale it; gensim's and the C code's alpha)", gt=0)
+
+
+@dataclass
 class SparseAdamConfig:
     name: str = arg("sparse_adam", "registry name")
     lr: float = arg(1e-3, "peak learning rate (schedulers scale it)", gt=0)
@@ -144,6 +150,29 @@ def build_sgd(cfg: SGDConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
     check_sparse("sgd with momentum or weight_decay", params, not (cfg.momentum or cfg.weight_decay), True)
     return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                            weight_decay=cfg.weight_decay)
+
+
+class InForwardSGD(torch.optim.Optimizer):
+    """SGD that the model applies itself while it scores a batch: word2vec's per-prediction update
+    (the C code's and gensim's), each prediction's gradient applied to its rows before the next
+    prediction is scored (``seqkit.core.rowkernels.pair_sgd``). The trainer hands the model each
+    update's learning rate (``model.update_in_forward``) and runs no backward pass; :meth:`step`
+    has nothing left to do."""
+
+    in_forward = True
+
+    def __init__(self, params: Iterable[Any], lr: float):
+        super().__init__(params, {"lr": lr})
+
+    def step(self, closure: Any = None) -> None:
+        return None
+
+
+@OPTIMIZERS.register("pair_sgd", PairSGDConfig)
+def build_pair_sgd(cfg: PairSGDConfig, params: Iterable[Any]) -> torch.optim.Optimizer:
+    """Per-prediction SGD inside the forward pass (:class:`InForwardSGD`): compiled loops only."""
+    rowkernels.require("optimizer=pair_sgd", instead="optimizer=sgd or sparse_adam")
+    return InForwardSGD(list(params), lr=cfg.lr)
 
 
 class RowAdam(torch.optim.Optimizer):

@@ -160,6 +160,12 @@ def load_full_state(model: torch.nn.Module, optimizer: Optional[torch.optim.Opti
 
     set_model_state_dict(model, model_state, options=_options(strict=strict))
     if optimizer is not None and optimizer_state is not None:
+        if not any(isinstance(v, torch.Tensor) for s in optimizer_state.get("state", {}).values() for v in s.values()):
+            # a stateless optimizer (sgd without momentum, pair_sgd): its groups' settings are all
+            # there is, and torch's loader, which places state tensors, fails on none
+            for group, saved in zip(optimizer.param_groups, optimizer_state.get("param_groups", [])):
+                group.update({k: v for k, v in saved.items() if k != "params"})
+            return
         # not strict: a parameter that never stepped (a group gradual unfreezing has not reached
         # yet) has no state, as in a run never interrupted
         set_optimizer_state_dict(model, optimizer, optimizer_state, options=_options(strict=False))

@@ -40,6 +40,7 @@ from seqkit.training.distributed import DistInfo, all_reduce_sum
 from seqkit.training.energy import EnergyMeter, energy_line
 from seqkit.training.master_weights import MasterWeights, resolve_param_dtype
 from seqkit.training.precision import Precision
+from seqkit.training.in_forward import check_in_forward, step_in_forward
 from seqkit.training.settings import check_length_multiple, train_reads
 from seqkit.training.shards import shard_count, shard_line, shard_of
 from seqkit.training.progress import Meter, Progress, ShapeCounter, drop_records_after, read_floats
@@ -98,6 +99,9 @@ class Trainer:
         self.train_model = distributed.wrap_model(self.model, cfg.distributed.strategy, self.dist)
         groups = self.master.groups if self.master is not None else param_groups(self.model, decay)
         self.optimizer = OPTIMIZERS.build(cfg.optimizer, groups)
+        self.in_forward = getattr(self.optimizer, "in_forward", False)  # optimizer=pair_sgd: the model applies it
+        if self.in_forward:
+            check_in_forward(self.model, cfg, self.dist.world_size)
         self.scheduler = LR_SCHEDULERS.build(cfg.lr_scheduler, cfg.optimizer.lr, cfg.optimization.max_update)
         self.make_generator = make_generator
         self.prefetch, self.length_multiple = device_batching(cfg.dataset.prefetch,
@@ -251,6 +255,8 @@ class Trainer:
         whether the step was taken stay on the device (a non-finite step is skipped there, see
         ``Precision.step``); ``num_updates`` counts the update as taken until :meth:`settle`
         reads the outcomes, once per log line and before every save or stop."""
+        if self.in_forward:
+            return step_in_forward(self, samples)
         started = time.perf_counter()
         self.train_model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -546,7 +552,8 @@ class Trainer:
                     stats = {**meter.summary(), **self._task_metrics(meter.sums), "lr": f"{logs['lr']:.3g}"}
                     progress.step(stats, move=False)
                     progress.record("train", {"epoch": self.epoch, "update": self.num_updates, **stats,
-                                              "gnorm": round(gnorm, 3), "train_wall": round(self.train_seconds),
+                                              **({} if self.in_forward else {"gnorm": round(gnorm, 3)}),
+                                              "train_wall": round(self.train_seconds),
                                               **shapes.summary()})
                     meter.reset()
                     shapes.reset_interval()

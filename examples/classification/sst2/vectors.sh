@@ -18,7 +18,10 @@ for split in train valid test; do  # str.lower, not tr: WikiText has non-ASCII w
 done
 seqkit-preprocess task=language_modeling trainpref="$out/lower/train.txt" validpref="$out/lower/valid.txt" \
   testpref="$out/lower/test.txt" destdir="$out/data-bin" overwrite=true workers=2 tokenizer=space
+# the word2vec recipe's skip-gram with the optimizer it had when these vectors were made (2026-11-29:
+# sparse_adam at 0.04; the recipe has trained with optimizer=pair_sgd since 2026-11-30)
 seqkit-train --config "$here/../../word2vec/config.yaml" task.data="$out/data-bin" model.embed_dim=300 \
+  optimizer=sparse_adam optimizer.lr=0.04 \
   checkpoint.save_dir="$out/skipgram" common.threads="${THREADS:-2}" 2>&1 | tee "$out/skipgram.train.log"
 seqkit-embed path="$out/skipgram/checkpoint_best.pt" export="$out/vectors.txt"
 seqkit-embed path="$out/skipgram/checkpoint_best.pt" k=10 words="good bad funny boring movie actor"
