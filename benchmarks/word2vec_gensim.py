@@ -160,7 +160,7 @@ def seqkit_eval(a: argparse.Namespace, run: dict, name: str) -> None:
 def gensim_run(a: argparse.Namespace, mode: str, rnd: int, corpus_file: str, corpus: dict, epochs: int) -> dict:
     cmd = [a.gensim_python, os.path.abspath(__file__), "--worker", "--corpus", corpus_file, "--mode", mode,
            "--epochs", str(epochs), "--min-count", str(corpus["min_count"]), "--questions", a.questions,
-           "--probes", a.probes]
+           "--probes", a.probes, "--seed", str(a.seed)]
     log = os.path.join(a.logs, f"gensim-{mode}-{rnd}.log")
     run = json.loads(logged(cmd, log, {**SINGLE, "PYTHONHASHSEED": "0"}).strip().splitlines()[-1])
     if run["vocab_size"] != corpus["word_types"] or run["raw_words"] != corpus["raw_words_per_epoch"] * epochs:
@@ -182,7 +182,7 @@ def main() -> None:
     p.add_argument("--mode", default="skipgram")
     p.add_argument("--dim", type=int, default=100), p.add_argument("--window", type=int, default=5)
     p.add_argument("--negative", type=int, default=5), p.add_argument("--sample", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="gensim's seed (seqkit's: --seqkit-args common.seed=N)")
     p.add_argument("--data", default="wt2-w2v/data-bin"), p.add_argument("--save-root", default="wt2-w2v")
     p.add_argument("--logs", default="examples/word2vec/logs"), p.add_argument("--out")
     p.add_argument("--gensim-python", default="gensim-venv/bin/python")
@@ -212,7 +212,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     os.makedirs(a.logs, exist_ok=True)
-    row = {**cpu_info(), "threads": 1, "seqkit_args": a.seqkit_args, "fp32_matmul_peak_gflops_1thread_before": round(matmul_peak(torch.float32) / 1e9),
+    row = {**cpu_info(), "threads": 1, "seqkit_args": a.seqkit_args, "gensim_seed": a.seed, "fp32_matmul_peak_gflops_1thread_before": round(matmul_peak(torch.float32) / 1e9),
            # what model.kernel=auto and optimizer.impl=auto (the config's) run in seqkit-train
            "seqkit_kernels": "native" if rowkernels.available() else f"torch: {rowkernels.why_unavailable()}"}
     with tempfile.TemporaryDirectory() as tmp:

@@ -159,6 +159,15 @@ void rk_row_adam(float *restrict PARAM, float *restrict M, float *restrict V2, c
     }
 }
 
+#ifndef AHEAD_P
+#define AHEAD_P 2 /* predictions ahead whose rows are prefetched */
+#endif
+
+static inline void prefetch_row(const float *row, int64_t D) {
+    for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(row + d, 1, 3);
+    __builtin_prefetch(row + D - 1, 1, 3); /* a row that starts inside a cache line ends in one more */
+}
+
 /* Word2vec's own update (the C code's and gensim's): predictions one after another, each one's
  * gradient applied at once (per-pair SGD). Prediction p: H = the mean of its context rows of IN
  * (CTX (P, C), SKIP-valued ids left out; skip-gram C = 1), then for each scored word k of T (P, K),
@@ -178,6 +187,13 @@ int64_t rk_pair_sgd(const int64_t *restrict CTX, const int64_t *restrict T, floa
             if (ctx[c] != SKIP && (ctx[c] < 0 || ctx[c] >= V)) return p;
         for (int64_t k = 0; k < K; k++)
             if (t[k] < 0 || t[k] >= V) return p;
+        if (p + AHEAD_P < P) { /* the rows of a prediction ahead, fetched while this one computes */
+            const int64_t *nc = ctx + AHEAD_P * C, *nt = t + AHEAD_P * K;
+            for (int64_t c = 0; c < C; c++)
+                if (nc[c] >= 0 && nc[c] < V && nc[c] != SKIP) prefetch_row(IN + nc[c] * D, D);
+            for (int64_t k = 0; k < K; k++)
+                if (nt[k] >= 0 && nt[k] < V) prefetch_row(OUT + nt[k] * D, D);
+        }
         memset(h, 0, (size_t)D * sizeof(float));
         memset(e, 0, (size_t)D * sizeof(float));
         int64_t n = 0;

@@ -192,7 +192,8 @@ class Word2VecDataset:
     def _cbow(self, words: np.ndarray, centres: np.ndarray, contexts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(contexts ``(P, 2W)`` padded with ``<pad>``, centre words ``(P,)``): one row per centre
         word with at least one context, its contexts in window order."""
-        rows, first = np.unique(centres, return_index=True)  # centres come sorted, pairs grouped by centre
+        first = np.flatnonzero(np.diff(centres, prepend=-1))  # centres come sorted: each one's first pair
+        rows = centres[first]  # (P,) np.unique(centres) without its sort
         count = np.diff(np.append(first, len(centres)))  # (P,)
         col = np.arange(len(centres)) - np.repeat(first, count)
         out = np.full((len(rows), 2 * self.window), self.pad, dtype=np.int64)
