@@ -54,14 +54,21 @@ def planted_lines(seed):
     return lines
 
 
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    """The planted corpus, binarized (space tokenizer), and a skip-gram run of 120 updates on it."""
-    root = tmp_path_factory.mktemp("planted")
+def planted_folder(root):
+    """The planted corpus (train: seed 1; valid: 100 lines of seed 2) binarized with the space
+    tokenizer into ``root / "bin"``."""
     (root / "train.txt").write_text("\n".join(planted_lines(1)) + "\n", encoding="utf-8")
     (root / "valid.txt").write_text("\n".join(planted_lines(2)[:100]) + "\n", encoding="utf-8")
     preprocess(PreprocessConfig(task="language_modeling", trainpref=str(root / "train.txt"),
                                 validpref=str(root / "valid.txt"), destdir=str(root / "bin"), tokenizer=SpaceConfig()))
+    return root / "bin"
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """The planted corpus, binarized (space tokenizer), and a skip-gram run of 120 updates on it."""
+    root = tmp_path_factory.mktemp("planted")
+    planted_folder(root)
     trainer_for(["task=word2vec", f"task.data={root / 'bin'}", "task.sample=0", "model=word2vec_tiny",
                  "criterion=word2vec", "optimizer=sparse_adam", "optimizer.lr=0.05", "dataset.max_tokens=256",
                  "optimization.max_update=120", f"checkpoint.save_dir={root / 'sg'}"]).run()
@@ -206,8 +213,9 @@ def neighbours(out):
     return got
 
 
-def test_skipgram_neighbours_stay_in_their_cluster(planted, run_cli):
-    _, ck = planted
+def assert_clusters_kept(ck, run_cli):
+    """seqkit-embed's 5 nearest words of a0, a5, b0, b5 in checkpoint ``ck``: all of the query's
+    cluster, nearest first."""
     r = run_cli(embed, [f"path={ck}", "words=a0 a5 b0 b5", "k=5"])
     assert r.code == 0, r.err
     got = neighbours(r.out)
@@ -215,6 +223,10 @@ def test_skipgram_neighbours_stay_in_their_cluster(planted, run_cli):
     for query, hits in got.items():
         assert len(hits) == 5 and all(w[0] == query[0] and w != query for w, _ in hits), (query, hits)
         assert [c for _, c in hits] == sorted((c for _, c in hits), reverse=True)
+
+
+def test_skipgram_neighbours_stay_in_their_cluster(planted, run_cli):
+    assert_clusters_kept(planted[1], run_cli)
 
 
 def test_cbow_from_the_shell_logs_words_per_second_and_keeps_clusters(planted, tmp_path, run_cli):
