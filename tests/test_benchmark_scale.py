@@ -143,3 +143,15 @@ def test_batching_parts_time_the_steps_of_the_same_batches():
     assert set(times) == {*batching_parts.STEPS, "whole"} and all(t >= 0 for t in times.values())
     assert batching_parts.slope([1, 10, 100], [2.0, 20.0, 200.0]) == pytest.approx(1.0)
     assert batching_parts.slope([1, 4, 16], [1.0, 8.0, 64.0]) == pytest.approx(1.5)
+
+
+def test_batching_parts_baseline_runs_each_code_in_its_own_process():
+    """--baseline-src: the whole call of the given checkout and of this one, each timed in a child that
+    imports seqkit from its checkout (the child says which, and the parent checks it)."""
+    import argparse
+
+    import batching_parts
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(batching_parts.__file__)))
+    args = argparse.Namespace(rounds=1, warmup=0, max_tokens=512)
+    assert batching_parts.whole_in_child(root, 3000, args) >= 0
