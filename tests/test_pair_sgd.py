@@ -128,6 +128,7 @@ def test_a_resumed_run_ends_with_the_same_vectors(optimizer, corpus, tmp_path, r
                                       "optimization.update_freq=2"]),
     (["common.precision=bf16"], ["this run asks for common.precision=bf16"]),
     (["model.kernel=torch"], ["optimizer=pair_sgd runs the compiled loops", "model.kernel=torch"]),
+    (["model.sparse=false"], ["model.sparse: optimizer=pair_sgd takes no gradients, sparse or dense"]),
 ])
 def test_refusals(settings, fragments, corpus, tmp_path, run_cli):
     if not rowkernels.available():

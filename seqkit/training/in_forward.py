@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 import torch
 
 from seqkit.core.errors import SeqkitError
+from seqkit.core.settings import was_given
 from seqkit.data.prefetch import to_device
 
 
@@ -30,6 +31,9 @@ def check_in_forward(model: Any, cfg: Any, world_size: int) -> None:
             raise SeqkitError(f"optimizer={name} updates the tables one prediction after another in one "
                               f"process, in fp32, one batch an update; this run asks for {why}: drop it, or use "
                               "optimizer=sparse_adam")
+    if was_given("model.sparse"):
+        raise SeqkitError(f"model.sparse: optimizer={name} takes no gradients, sparse or dense (the model "
+                          "updates its tables as it scores); drop it")
     model.update_in_forward(cfg.optimizer.lr)  # refuses a model that cannot (its kernel setting, its device)
     model.update_in_forward(None)
 
