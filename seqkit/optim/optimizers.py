@@ -175,6 +175,9 @@ def build_pair_sgd(cfg: PairSGDConfig, params: Iterable[Any]) -> torch.optim.Opt
     return InForwardSGD(list(params), lr=cfg.lr)
 
 
+build_pair_sgd.in_forward = InForwardSGD.in_forward  # what settings can read before the optimizer is built
+
+
 class RowAdam(torch.optim.Optimizer):
     """Lazy Adam on sparse row gradients: the moments of the rows a step's gradient holds are
     updated, the other rows wait; the same arithmetic as ``torch.optim.SparseAdam`` (one step count

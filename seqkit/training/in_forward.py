@@ -57,8 +57,9 @@ def step_in_forward(trainer: Any, samples: List[Dict[str, Any]]) -> Dict[str, An
                     logs[k] = logs[k] + v if k in logs else v
     finally:
         trainer.model.update_in_forward(None)
-    if not math.isfinite(float(logs["loss"])):  # (a CPU value) the tables took the step already: stop
-        raise SeqkitError(f"the loss is {float(logs['loss'])} at update {trainer.num_updates + 1}: "
+    loss = float(logs["loss"])  # (a CPU value)
+    if not math.isfinite(loss):  # the tables took the step already: stop
+        raise SeqkitError(f"the loss is {loss} at update {trainer.num_updates + 1}: "
                           f"optimizer={trainer.cfg.optimizer.name} at lr {lr:.3g} diverged; lower optimizer.lr "
                           "(checkpoint_last.pt holds the last saved state)")
     stepped = torch.ones((), device=trainer.device)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from seqkit.core.errors import SeqkitError
+from seqkit.core.registry import OPTIMIZERS
 from seqkit.core.settings import Reads
 from seqkit.training.energy import on_gpu
 from seqkit.training.energy import unread as energy_unread
@@ -43,9 +44,9 @@ def train_reads(cfg: Any, world_size: int, attention: bool) -> Reads:
     if getattr(cfg.task, "stream_batches", 0):  # Transformer-XL's order: a batch is one block of each stream
         why = "task.stream_batches makes each batch one block of every stream"
         unread += [(f"dataset.{k}", why) for k in ("max_tokens", "max_sentences", "max_tokens_valid")]
-    if cfg.optimizer.name == "pair_sgd":
-        unread.append(("optimization.clip_norm", "optimizer=pair_sgd applies each prediction's gradient as it is "
-                                                  "made: there is no update gradient to clip"))
+    if getattr(OPTIMIZERS.builder(cfg.optimizer.name), "in_forward", False):  # the model applies it (pair_sgd)
+        unread.append(("optimization.clip_norm", f"optimizer={cfg.optimizer.name} applies each prediction's "
+                                                  "gradient as it is made: there is no update gradient to clip"))
     if world_size == 1:
         why = "the run is one process (start it with torchrun for several)"
         unread += [("distributed.strategy", why), ("distributed.timeout_minutes", why)]
@@ -77,4 +78,3 @@ def _section_fields() -> dict:
 
 
 _SECTIONS = _section_fields()
-
