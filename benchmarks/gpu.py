@@ -6,6 +6,8 @@ runs it beside a bare training loop, and seqkit's beam search beside HuggingFace
     python benchmarks/gpu.py --precisions bf16 --models transformer_base     # a part of the grid
     python benchmarks/gpu.py --precisions bf16 --variants fp32_weights,default,pack,compile,all --parts train
     python benchmarks/gpu.py --dry-run                           # every step on the CPU: toy corpus, tiny model
+    python benchmarks/gpu.py --time-limit 480 --out X.json       # what cannot end in 480 s is skipped; X.json
+                                                                 # is rewritten after every step ("complete")
 
 Each measured program is a child process of its own, started as a user's would be: seqkit-train per
 configuration while ``nvidia-smi`` samples the GPU; the bare loop and the matmul peaks (``--child
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import difflib
 import json
 import os
@@ -30,7 +31,6 @@ import re
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,16 +39,13 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from gpu_children import CHILDREN, read_source, significant  # benchmarks/gpu_children.py: the measured child programs
+from gpu_machine import Budget, GpuSampler, busy_share, environment, run_process, write_json  # benchmarks/gpu_machine.py
 from arguments import Parser, comma_list, one_of, out_file, positive, tatoeba_data  # benchmarks/arguments.py
 from translation import train_flops  # benchmarks/translation.py, beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 TEST_PAIRS = 1000  # Tatoeba's seeded test split
-# dense bf16 (= fp16) tensor-core peaks of NVIDIA's data sheets, TFLOP/s without sparsity; the first
-# name contained in the device's name wins ("NVIDIA H100 80GB HBM3" is the SXM part)
-BF16_SPEC_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0),
-                    ("H200", 989.0), ("A100", 312.0), ("L40S", 362.0), ("L40", 181.0), ("L4", 121.0))
 PRECISIONS = ("fp32", "bf16", "fp16")
 PARTS = ("train", "generation")
 
@@ -67,6 +64,12 @@ PACK, COMPILE, BF16_WEIGHTS = "dataset.pack=true", "common.compile=true", "commo
 VARIANTS = {"default": Variant(), "pack": Variant((PACK,)), "compile": Variant((COMPILE,)),
             "bf16_weights": Variant((BF16_WEIGHTS,), "bf16"), "fp32_weights": Variant(("common.param_dtype=fp32",)),
             "all": Variant((PACK, COMPILE, BF16_WEIGHTS), "bf16")}
+
+
+def compiles(plan: "Plan", variant: Optional[str] = None) -> bool:
+    """Whether seqkit-train runs compiled: the variant's overrides or ``--extra`` say so."""
+    overrides = [*(VARIANTS[variant].overrides if variant else ()), *plan.extra]
+    return any(o.replace(" ", "").lower() == COMPILE for o in overrides)
 
 
 @dataclasses.dataclass
@@ -103,100 +106,6 @@ def dry_plan() -> Plan:
                                checkpoint_precision="fp32", checkpoint_model="transformer_tiny", checkpoint_seconds=0.0,
                                checkpoint_updates=10, checkpoint_max_tokens=2048, gen_sentences=32, max_len=20,
                                vocab_size=300, matmul_n=1024)
-
-
-def run_process(cmd: List[str], work: str, what: str, timeout: float = 900, log: bool = True) -> Tuple[Any, float]:
-    """Run ``cmd`` in ``work``: (the finished process, or one line saying how it failed; wall seconds).
-    With ``log``, a failed process' whole stderr goes on ``work/errors.log`` (kept with --workdir)."""
-    t0 = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"{what} ran past {timeout:.0f} s", time.perf_counter() - t0
-    wall = time.perf_counter() - t0
-    if done.returncode == 0:
-        return done, wall
-    if log:
-        with open(os.path.join(work, "errors.log"), "a", encoding="utf-8") as f:
-            f.write(f"$ {shlex.join(cmd)}\n{done.stderr}\n")
-    # the last line: seqkit's one-line error as it is, or a traceback's exception
-    line = ([x.strip() for x in done.stderr.splitlines() if x.strip()] or ["(nothing on stderr)"])[-1][:1000]
-    return (line if line.startswith(f"{what}:") else f"{what} exited {done.returncode}: {line}"), wall
-
-
-# -- the machine -------------------------------------------------------------------------------------
-def gpu_index() -> str:
-    """The physical GPU the children's cuda:0 is, for nvidia-smi's -i."""
-    return os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-
-
-def nvidia_smi(*fields: str) -> Optional[List[str]]:
-    """One nvidia-smi query of our GPU (None without nvidia-smi or when it fails)."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    done = subprocess.run(["nvidia-smi", "-i", gpu_index(), f"--query-gpu={','.join(fields)}",
-                           "--format=csv,noheader,nounits"], capture_output=True, text=True)
-    if done.returncode != 0 or not done.stdout.strip():
-        return None
-    return [v.strip() for v in done.stdout.strip().splitlines()[0].split(",")]
-
-
-def spec_tflops(name: Optional[str]) -> Optional[float]:
-    for key, tflops in BF16_SPEC_TFLOPS:
-        if name and key in name:
-            return tflops
-    return None
-
-
-def environment(device: str) -> Dict[str, Any]:
-    """GPU name, driver, memory (nvidia-smi: nothing here touches CUDA, so no context of this process
-    sits in the children's memory figures), versions, the CPU, and the bf16 spec peak."""
-    from seqkit.core.cpu import cpu_info
-
-    smi = nvidia_smi("name", "driver_version", "memory.total") if device == "cuda" else None
-    name = smi[0] if smi else None
-    return {"gpu_name": name, "driver_version": smi[1] if smi else None,
-            "gpu_memory_mib": float(smi[2]) if smi else None, "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda, "python_version": sys.version.split()[0], **cpu_info(),
-            "bf16_spec_tflops": spec_tflops(name)}
-
-
-def parse_sample(line: str) -> Optional[Tuple[float, float, float]]:
-    """``timestamp, utilization.gpu, memory.used`` of nvidia-smi's csv (no units) -> (unix time, busy %,
-    MiB); None for a line that is not one (a value of ``[N/A]``, a cut line)."""
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) != 3:
-        return None
-    try:
-        when = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()  # local time, as time.time()
-        return when, float(parts[1]), float(parts[2])
-    except ValueError:
-        return None
-
-
-class GpuSampler:
-    """``nvidia-smi -lms 250`` in a background process for as long as a child runs."""
-
-    def __init__(self, path: str):
-        self.file = open(path, "w+", encoding="utf-8")
-        query = "--query-gpu=timestamp,utilization.gpu,memory.used"
-        lines = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []  # every sample on disk when it is stopped
-        self.proc = subprocess.Popen([*lines, "nvidia-smi", "-i", gpu_index(), query, "--format=csv,noheader,nounits",
-                                      "-lms", "250"], stdout=self.file, stderr=subprocess.DEVNULL)
-
-    def stop(self) -> List[Tuple[float, float, float]]:
-        self.proc.terminate()
-        self.proc.wait()
-        self.file.seek(0)
-        samples = [parse_sample(line) for line in self.file]
-        self.file.close()
-        return [s for s in samples if s is not None]
-
-
-def busy_share(samples: List[Tuple[float, float, float]], start: float, end: float) -> Tuple[Optional[float], int]:
-    """Mean GPU utilization (0-1) of the samples taken from ``start`` to ``end``, and their count."""
-    inside = [busy for when, busy, _ in samples if start <= when <= end]
-    return (round(statistics.mean(inside) / 100, 3) if inside else None), len(inside)
 
 
 # -- the corpus ------------------------------------------------------------------------------------
@@ -296,7 +205,7 @@ def run_name(run: Dict[str, Any]) -> str:
 
 
 def train_figures(plan: Plan, bin_dir: str, work: str, run: Dict[str, Any], device: str, flops: float,
-                  peaks: Dict[str, Optional[float]]) -> Dict[str, Any]:
+                  peaks: Dict[str, Optional[float]], budget: Optional[Budget] = None) -> Dict[str, Any]:
     """One configuration through seqkit-train (the variant's overrides, then ``--extra``): tokens/s
     (median of the log intervals after the first), MFU, GPU busy share and peak memory while it
     trained, distinct batch shapes, padding and the data wait where the log has them."""
@@ -307,10 +216,12 @@ def train_figures(plan: Plan, bin_dir: str, work: str, run: Dict[str, Any], devi
                         plan.max_update, "checkpoint.no_save=true", f"common.log_interval={interval}",
                         *VARIANTS[run["variant"]].overrides, *plan.extra)
     sampler = GpuSampler(os.path.join(work, f"nvidia-smi_{name}.csv")) if device == "cuda" else None
-    done, wall = run_train(cmd, work, save_dir, timeout=4 * plan.train_seconds + 300)
+    budget = budget or Budget(None)
+    done, wall = run_train(cmd, work, save_dir, timeout=budget.timeout(4 * plan.train_seconds + 300))
     samples = sampler.stop() if sampler is not None else []
     if isinstance(done, str):
         return {"error": done}
+    budget.ran(plan.train_seconds, compiles(plan, run["variant"]), wall)  # a failed run says nothing of the time
     records = train_records(save_dir)
     if len(records) < 2:
         return {"error": f"{len(records)} train log records: too few to leave the first out (raise --train-seconds)"}
@@ -338,10 +249,10 @@ def mfus(flops_per_s: float, peaks: Dict[str, Optional[float]], precision: str) 
             "mfu_measured": significant(flops_per_s / measured) if measured else None}
 
 
-def run_child(mode: str, spec: Dict[str, Any], work: str) -> Dict[str, Any]:
+def run_child(mode: str, spec: Dict[str, Any], work: str, timeout: float = 900) -> Dict[str, Any]:
     """This script's ``--child mode`` in a fresh process: its JSON, or ``{"error": ...}``."""
     done, _ = run_process([sys.executable, os.path.abspath(__file__), "--child", mode, json.dumps(spec)], work,
-                          f"--child {mode}")
+                          f"--child {mode}", timeout)
     if isinstance(done, str):
         return {"error": done}
     try:
@@ -350,15 +261,24 @@ def run_child(mode: str, spec: Dict[str, Any], work: str) -> Dict[str, Any]:
         return {"error": f"--child {mode} printed no JSON line"}
 
 
-def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[str, str]) -> Dict[str, Any]:
+GENERATION_GUESS = 120.0  # seconds of export and the two engines' translations, a guess for --time-limit
+
+
+def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[str, str],
+               budget: Optional[Budget] = None) -> Dict[str, Any]:
     """Train the checkpoint, export it for transformers, translate the test sentences with each
     engine at fp32 and bf16, and count the translations that differ."""
+    budget = budget or Budget(None)
+    why = budget.refuses("generation", budget.train_need(plan.checkpoint_seconds, compiles(plan)) + GENERATION_GUESS)
+    if why:
+        skipped["generation"] = why
+        return {"skipped": why}
     save_dir = os.path.join(work, "checkpoint")
     cmd = train_command(bin_dir, save_dir, plan.checkpoint_precision, plan.checkpoint_max_tokens, plan.checkpoint_model,
                         device, plan.checkpoint_seconds, plan.checkpoint_updates, "checkpoint.no_epoch_checkpoints=true",
                         "lr_scheduler.warmup_updates=1000",
                         f"common.log_interval={max(1, 10 * plan.log_tokens // plan.checkpoint_max_tokens)}", *plan.extra)
-    done, wall = run_train(cmd, work, save_dir, timeout=3 * plan.checkpoint_seconds + 300)
+    done, wall = run_train(cmd, work, save_dir, timeout=budget.timeout(3 * plan.checkpoint_seconds + 300))
     if isinstance(done, str):
         skipped["generation"] = done
         return {"error": done}
@@ -369,15 +289,17 @@ def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[s
                                           "train_s": last.get("train_wall"), "wall_s": round(wall, 1)}}
     checkpoint, hf = os.path.join(save_dir, "checkpoint_last.pt"), os.path.join(work, "hf")
     exported, wall = run_process([sys.executable, "-m", "seqkit.cli.export", "format=huggingface", f"path={checkpoint}",
-                                  f"output={hf}", "overwrite=true"], work, "seqkit-export format=huggingface")
+                                  f"output={hf}", "overwrite=true"], work, "seqkit-export format=huggingface",
+                                 budget.timeout(900))
     out["export_s"] = round(wall, 1)
     source = os.path.join(work, "raw", "test.de")
     spec = {"checkpoint": checkpoint, "hf": hf, "source": source, "n": plan.gen_sentences, "device": device,
             "precisions": ["fp32", "bf16"], "beam": 5, "batch": 64, "max_len": plan.max_len,
             "warmup": min(64, plan.gen_sentences // 4)}  # sentences translated untimed first
     out.update(sentences=len(read_source(source, plan.gen_sentences)), beam=5, batch=64, max_len=plan.max_len)
-    engines = {"seqkit": run_child("seqkit", spec, work)}
-    engines["transformers"] = {"error": exported} if isinstance(exported, str) else run_child("transformers", spec, work)
+    engines = {"seqkit": run_child("seqkit", spec, work, budget.timeout(900))}
+    engines["transformers"] = ({"error": exported} if isinstance(exported, str)
+                               else run_child("transformers", spec, work, budget.timeout(900)))
     for name, figures in engines.items():  # the child says when transformers does not import
         if "skipped" in figures or "error" in figures:
             why = figures.pop("skipped", None) or figures["error"]
@@ -399,10 +321,14 @@ def generation(plan: Plan, bin_dir: str, work: str, device: str, skipped: Dict[s
 
 
 # -- the whole run -----------------------------------------------------------------------------------
+BARE_GUESS = 60.0  # seconds of the bare-loop process (matmul peaks, the bare runs), a guess for --time-limit
+
+
 def grid(plan: Plan, bin_dir: str, work: str, device: str, bare_all: bool, result: Dict[str, Any],
-         skipped: Dict[str, str]) -> List[Dict[str, Any]]:
+         skipped: Dict[str, str], budget: Budget, save: Any) -> None:
     """The bare-loop process (matmul peaks into ``result``), then seqkit-train for every configuration
-    and variant (the variants of a configuration one after another, so an A/B pair runs close in time)."""
+    and variant (the variants of a configuration one after another, so an A/B pair runs close in time),
+    its rows on ``result["configs"]``; ``save()`` after each step."""
     per_token = result["data"].pop("flops_per_target_token")
     configs = [{"precision": p, "max_tokens": t, "model": m} for p in plan.precisions for t in plan.max_tokens
                for m in plan.models]
@@ -415,8 +341,10 @@ def grid(plan: Plan, bin_dir: str, work: str, device: str, bare_all: bool, resul
     todo = [c for c in configs if not (device == "cpu" and c["precision"] == "fp16")]
     first = f"{plan.precisions[0]} x {plan.models[0]}"
     beside = [c for c in todo if bare_all or f"{c['precision']} x {c['model']}" == first]
-    bare = run_child("bare", {"data": bin_dir, "device": device, "runs": beside, "warmup": plan.bare_warmup,
-                              "updates": plan.bare_updates, "matmul_n": plan.matmul_n}, work)
+    why = budget.refuses("the bare loop", BARE_GUESS)
+    bare = {"error": why} if why else run_child(
+        "bare", {"data": bin_dir, "device": device, "runs": beside, "warmup": plan.bare_warmup,
+                 "updates": plan.bare_updates, "matmul_n": plan.matmul_n}, work, budget.timeout(900))
     if "error" in bare:
         skipped["bare"] = bare["error"]
     result["matmul_peak_n"] = plan.matmul_n
@@ -425,28 +353,36 @@ def grid(plan: Plan, bin_dir: str, work: str, device: str, bare_all: bool, resul
         result[f"matmul_peak_tflops_{p}"] = bare.get(f"matmul_peak_tflops_{p}")
         peaks[p] = bare[f"matmul_peak_tflops_{p}"] * 1e12 if f"matmul_peak_tflops_{p}" in bare else None
     bare_runs = dict(zip((json.dumps(c) for c in beside), bare.get("runs", [])))
-    rows = []
+
+    def row_of(config: Dict[str, Any], variant: str) -> Dict[str, Any]:
+        run = {**config, "variant": variant}
+        row: Dict[str, Any] = {**run, "flops_per_target_token": significant(per_token[run["model"]], 4)}
+        needs = VARIANTS[variant].precision
+        if config not in todo or (needs and needs != config["precision"]):
+            return {**row, "skipped": skipped["fp16"] if config not in todo else skipped[f"variant {variant}"]}
+        why = budget.refuses(f"train {run_name(run)}", budget.train_need(plan.train_seconds, compiles(plan, variant)))
+        if why:
+            skipped[f"train {run_name(run)}"] = why
+            return {**row, "skipped": why}
+        row["train"] = train_figures(plan, bin_dir, work, run, device, per_token[run["model"]], peaks, budget)
+        if "error" in row["train"]:
+            skipped[f"train {run_name(run)}"] = row["train"]["error"]
+        figures = dict(bare_runs.get(json.dumps(config)) or {})
+        if not figures:
+            beside_why = bare.get("error") or f"run beside {first} only (--bare-all: beside every one)"
+            return {**row, "bare": {"skipped": beside_why}}
+        flops_s = figures.pop("model_flops_per_s")
+        row["bare"] = {**figures, **mfus(flops_s, peaks, run["precision"])}
+        if "tokens_per_s" in row["train"]:
+            row["train_over_bare"] = round(row["train"]["tokens_per_s"] / figures["tokens_per_s"], 3)
+        return row
+
+    result["configs"] = []
+    save()
     for config in configs:
         for variant in plan.variants:
-            run = {**config, "variant": variant}
-            row: Dict[str, Any] = {**run, "flops_per_target_token": significant(per_token[run["model"]], 4)}
-            rows.append(row)
-            needs = VARIANTS[variant].precision
-            if config not in todo or (needs and needs != config["precision"]):
-                row["skipped"] = skipped["fp16"] if config not in todo else skipped[f"variant {variant}"]
-                continue
-            row["train"] = train_figures(plan, bin_dir, work, run, device, per_token[run["model"]], peaks)
-            if "error" in row["train"]:
-                skipped[f"train {run_name(run)}"] = row["train"]["error"]
-            figures = dict(bare_runs.get(json.dumps(config)) or {})
-            if not figures:
-                row["bare"] = {"skipped": bare.get("error") or f"run beside {first} only (--bare-all: beside every one)"}
-                continue
-            flops_s = figures.pop("model_flops_per_s")
-            row["bare"] = {**figures, **mfus(flops_s, peaks, run["precision"])}
-            if "tokens_per_s" in row["train"]:
-                row["train_over_bare"] = round(row["train"]["tokens_per_s"] / figures["tokens_per_s"], 3)
-    return rows
+            result["configs"].append(row_of(config, variant))
+            save()
 
 
 # -- the arguments: every one checked before anything runs ------------------------------------------
@@ -507,6 +443,8 @@ def parse_args() -> argparse.Namespace:
     add("--train-seconds", type=secs, help="seqkit-train's training time per configuration (8)")
     add("--checkpoint-seconds", type=secs, help="training time of the generation checkpoint (90)")
     add("--gen-sentences", type=count, help="test sentences to translate (1000)")
+    add("--time-limit", type=secs, help="seconds for the whole run: a step that would end past them is not started "
+        "(listed in skipped); --out is rewritten after every step, complete: false until the end (none)")
     add("--bare-all", action="store_true",
         help="the bare loop beside every configuration (default: first precision x first model)")
     add("--child", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
@@ -533,7 +471,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(CHILDREN[args.child[0]](json.loads(args.child[1]))))
         return
-    started = time.perf_counter()
+    budget = Budget(args.time_limit)
     plan = dry_plan() if args.dry_run else Plan()
     for name in ("precisions", "max_tokens", "models", "variants", "extra", "train_seconds", "checkpoint_seconds",
                  "gen_sentences"):
@@ -545,31 +483,35 @@ def main() -> None:
     skipped: Dict[str, str] = {}
     result: Dict[str, Any] = {"dry_run": args.dry_run, "device": device, **environment(device),
                               "parts": args.parts, "variants": {v: list(VARIANTS[v].overrides) for v in plan.variants},
-                              "extra": plan.extra}
+                              "extra": plan.extra, "time_limit": args.time_limit}
     if result["gpu_name"] is None:
         skipped["gpu_sampling"] = "no GPU / no nvidia-smi: gpu_busy and peak_gpu_memory_mib are null"
     if result["bf16_spec_tflops"] is None:
         skipped["mfu"] = (f"no bf16 spec peak known for {result['gpu_name'] or 'a CPU'}: mfu is null, mfu_measured "
                           "divides by the measured matmul peak")
-    work = args.workdir or tempfile.mkdtemp(prefix="seqkit-gpu-bench-")
+    work = os.path.abspath(args.workdir) if args.workdir else tempfile.mkdtemp(prefix="seqkit-gpu-bench-")
     os.makedirs(work, exist_ok=True)
     bin_dir = os.path.join(work, "bin")
+
+    def save(complete: bool = False) -> Dict[str, Any]:
+        """The JSON so far (``complete`` at the end), rewritten on ``--out``."""
+        whole = {**result, "skipped": skipped, "seconds": round(time.perf_counter() - budget.start, 1),
+                 "complete": complete}
+        if args.out:
+            write_json(args.out, whole)
+        return whole
+
     try:
         result["data"] = {**prepare_data(args, plan, work), **flops_per_token(bin_dir, plan.models)}
+        save()
         if "train" in args.parts:
-            result["configs"] = grid(plan, bin_dir, work, device, args.bare_all, result, skipped)
+            grid(plan, bin_dir, work, device, args.bare_all, result, skipped, budget, save)
         if "generation" in args.parts:
-            result["generation"] = generation(plan, bin_dir, work, device, skipped)
+            result["generation"] = generation(plan, bin_dir, work, device, skipped, budget)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    result["skipped"] = skipped
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(result, ensure_ascii=False)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    print(json.dumps(save(complete=True), ensure_ascii=False))
 
 
 if __name__ == "__main__":

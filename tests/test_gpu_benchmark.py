@@ -1,6 +1,7 @@
 """benchmarks/gpu.py: its --dry-run goes through every step on the CPU and prints every field
 benchmarks/README.md lists for it, with sane values; and the helpers its GPU figures rest on."""
 
+import dataclasses
 import json
 import os
 import re
@@ -17,6 +18,7 @@ sys.path.insert(0, str(BENCH))  # gpu.py imports translation.py beside it
 
 import gpu  # noqa: E402
 import gpu_children  # noqa: E402
+import gpu_machine  # noqa: E402
 
 
 def readme_fields():
@@ -114,21 +116,21 @@ def test_dry_run_translations_are_counted(dry_run):
 
 
 def test_nvidia_smi_samples_and_the_timed_window():
-    first = gpu.parse_sample("2026/11/27 02:33:09.250, 87, 40961")
+    first = gpu_machine.parse_sample("2026/11/27 02:33:09.250, 87, 40961")
     assert first is not None and first[1:] == (87.0, 40961.0)
-    assert gpu.parse_sample("2026/11/27 02:33:09.500, [N/A], 40961") is None
-    assert gpu.parse_sample("2026/11/27 02:33") is None
+    assert gpu_machine.parse_sample("2026/11/27 02:33:09.500, [N/A], 40961") is None
+    assert gpu_machine.parse_sample("2026/11/27 02:33") is None
     t = first[0]
     samples = [(t - 1.0, 0.0, 500.0), (t, 80.0, 9000.0), (t + 0.25, 100.0, 9500.0), (t + 3.0, 0.0, 600.0)]
-    assert gpu.busy_share(samples, t, t + 1.0) == (0.9, 2)  # the idle start-up and tail are left out
-    assert gpu.busy_share(samples, t + 10, t + 11) == (None, 0)
+    assert gpu_machine.busy_share(samples, t, t + 1.0) == (0.9, 2)  # the idle start-up and tail are left out
+    assert gpu_machine.busy_share(samples, t + 10, t + 11) == (None, 0)
 
 
 def test_spec_peaks_by_name():
-    assert gpu.spec_tflops("NVIDIA H100 80GB HBM3") == 989.0
-    assert gpu.spec_tflops("NVIDIA H100 PCIe") == 756.0
-    assert gpu.spec_tflops("NVIDIA L40S") == 362.0 and gpu.spec_tflops("NVIDIA L4") == 121.0
-    assert gpu.spec_tflops("Some Future GPU") is None and gpu.spec_tflops(None) is None
+    assert gpu_machine.spec_tflops("NVIDIA H100 80GB HBM3") == 989.0
+    assert gpu_machine.spec_tflops("NVIDIA H100 PCIe") == 756.0
+    assert gpu_machine.spec_tflops("NVIDIA L40S") == 362.0 and gpu_machine.spec_tflops("NVIDIA L4") == 121.0
+    assert gpu_machine.spec_tflops("Some Future GPU") is None and gpu_machine.spec_tflops(None) is None
 
 
 def test_rows_are_cut_at_their_first_eos():
@@ -184,10 +186,10 @@ def test_out_must_be_in_a_folder_that_exists(tmp_path):
 
 
 def test_a_failed_process_is_one_line(tmp_path):
-    done, _ = gpu.run_process([sys.executable, "-c", "raise ValueError('boom')"], str(tmp_path), "step")
+    done, _ = gpu_machine.run_process([sys.executable, "-c", "raise ValueError('boom')"], str(tmp_path), "step")
     assert done == "step exited 1: ValueError: boom"
     assert "Traceback" in (tmp_path / "errors.log").read_text(encoding="utf-8")  # the whole stderr, kept
-    done, _ = gpu.run_process([sys.executable, "-c", "import sys; sys.exit('step: error: bad key')"], str(tmp_path),
+    done, _ = gpu_machine.run_process([sys.executable, "-c", "import sys; sys.exit('step: error: bad key')"], str(tmp_path),
                               "step")
     assert done == "step: error: bad key"  # seqkit's own line as it is
 
@@ -224,3 +226,49 @@ def test_a_variant_seqkit_train_refuses_is_one_line(tmp_path, monkeypatch):
                                 {"spec": None, "bf16": None, "fp32": None})
     assert list(figures) == ["error"] and "\n" not in figures["error"]
     assert figures["error"].startswith("seqkit-train: error: unknown config key 'dataset.future_setting'")
+
+
+def test_a_time_limit_skips_what_cannot_end_in_time(tmp_path, workdir, dry_run):
+    """--time-limit 40 on the reused toy corpus: the bare loop (~60 s guessed), every seqkit-train run
+    (~45 s guessed) and generation are not started, each says so, and the JSON is complete."""
+    out = tmp_path / "limited.json"
+    done = bench("--dry-run", "--time-limit", "40", "--workdir", str(workdir), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["complete"] is True and result["time_limit"] == 40 and result["seconds"] < 40
+    for what in ("bare", "generation", "train fp32_1024_transformer_tiny_default"):
+        assert result["skipped"][what].startswith("--time-limit 40 s: "), result["skipped"]
+    assert result["generation"] == {"skipped": result["skipped"]["generation"]}
+    assert all("train" not in c for c in result["configs"])
+
+
+def test_the_out_file_is_rewritten_after_every_step(tmp_path, monkeypatch):
+    """grid() calls save() after the bare loop and after each row, with the rows so far; a run whose
+    expected time no longer fits is skipped once the first of its kind has shown how long one takes."""
+    plan = dataclasses.replace(gpu.dry_plan(), precisions=["fp32"], max_tokens=[1024, 2048], train_seconds=10.0)
+    monkeypatch.setattr(gpu, "run_child", lambda *a, **k: {"error": "no bare loop here"})
+    clock = [0.0]
+    monkeypatch.setattr(gpu_machine.time, "perf_counter", lambda: clock[0])
+
+    def train(plan, bin_dir, work, run, device, flops, peaks, budget):
+        clock[0] += 30.0  # each run takes 30 s: 20 beyond its training time
+        budget.ran(plan.train_seconds, False, 30.0)
+        return {"tokens_per_s": 1.0}
+
+    monkeypatch.setattr(gpu, "train_figures", train)
+    budget, seen = gpu_machine.Budget(100.0), []
+    result = {"data": {"flops_per_target_token": {"transformer_tiny": 1.0}}, "bf16_spec_tflops": None}
+    gpu.grid(plan, "bin", str(tmp_path), "cpu", False, result, {}, budget,
+             lambda: seen.append([c.get("skipped", "ran")[:15] for c in result["configs"]]))
+    # 4 runs of 30 s (55 s guessed until the first ran): 3 fit in 100 s, the 4th (needs ~30, 10 left) not
+    assert seen[0] == [] and len(seen) == 1 + 4
+    assert seen[-1] == ["ran", "ran", "ran", "--time-limit 10"]
+    assert budget.overhead[False] == 20.0 and budget.left() == 10.0
+
+
+def test_write_json_replaces_the_file_whole(tmp_path):
+    path = str(tmp_path / "out.json")
+    gpu_machine.write_json(path, {"a": 1})
+    gpu_machine.write_json(path, {"a": 2, "complete": True})
+    assert json.loads((tmp_path / "out.json").read_text(encoding="utf-8")) == {"a": 2, "complete": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
