@@ -71,6 +71,32 @@ def test_stop_on_an_epochs_last_batch_ends_the_epoch(data_dir, tmp_path):
     assert valid_updates == [per_epoch, per_epoch + 2]
 
 
+def test_save_interval_spaces_validations_and_checkpoints(data_dir, tmp_path):
+    """checkpoint.save_interval=2, 5 epochs: validated and saved after epochs 2 and 4 and at the end of the
+    run (epoch 5: no checkpoint5.pt, not a multiple); a run stopped inside epoch 3 saves there, and the
+    same command resumes to the weights of the run never stopped."""
+    probe = Trainer(make_cfg(data_dir, tmp_path / "p", "checkpoint.no_save=true"))
+    per_epoch = len(probe.task.load_dataset("train").batches(200, 0, 1, 1))
+    run = Trainer(make_cfg(data_dir, tmp_path / "s", "checkpoint.save_interval=2", "optimization.max_epoch=5"))
+    out = run.run()
+    with open(tmp_path / "s" / "train_log.jsonl") as f:
+        valid = [json.loads(line) for line in f if '"valid"' in line]
+    assert [(r["epoch"], r["update"]) for r in valid] == [(2, 2 * per_epoch), (4, 4 * per_epoch), (5, 5 * per_epoch)]
+    assert out["valid"]["loss"] == valid[-1]["loss"]
+    assert sorted(n for n in os.listdir(tmp_path / "s") if n.endswith(".pt")) == [
+        "checkpoint2.pt", "checkpoint4.pt", "checkpoint_best.pt", "checkpoint_last.pt"]
+    stop_at = 2 * per_epoch + 3
+    first = Trainer(make_cfg(data_dir, tmp_path / "r", "checkpoint.save_interval=2", "optimization.max_epoch=5",
+                             f"optimization.max_update={stop_at}"))
+    first.run()
+    assert (first.epoch, first.num_updates) == (3, stop_at) and first.batch_offset > 0
+    resumed = Trainer(make_cfg(data_dir, tmp_path / "r", "checkpoint.save_interval=2", "optimization.max_epoch=5"))
+    resumed.run()
+    assert resumed.num_updates == run.num_updates == 5 * per_epoch
+    a, b = params(run), params(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_update_freq_matches_bigger_batches(data_dir, tmp_path):
     """Two batches accumulated = one update over both (gradient normalized by total tokens)."""
     one = Trainer(make_cfg(data_dir, tmp_path / "c", "model.dropout=0.0", "checkpoint.no_save=true"))

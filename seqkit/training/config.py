@@ -51,7 +51,8 @@ class OptimizationConfig:
 @dataclass
 class CheckpointConfig:
     save_dir: str = arg("checkpoints", "folder for checkpoint_last.pt, checkpoint_best.pt, checkpointN.pt and logs")
-    save_interval: int = arg(1, "save every N epochs", ge=1)
+    save_interval: int = arg(1, "validate and save (checkpoint_last, checkpoint_best, checkpointN) at the end of every "
+                                "N-th epoch and of the run; between them nothing is validated or written", ge=1)
     save_interval_updates: int = arg(0, "also save checkpoint_last every N updates (0: only at epoch ends)", ge=0)
     keep_last_epochs: int = arg(-1, "keep only the last N checkpointN.pt files (-1: keep all)", ge=-1)
     no_epoch_checkpoints: bool = arg(False, "only write checkpoint_last and checkpoint_best")

@@ -37,8 +37,9 @@ def train_reads(cfg: Any, world_size: int, attention: bool) -> Reads:
                    ("checkpoint.best_checkpoint_metric", why), ("checkpoint.maximize_best_checkpoint_metric", why)]
     if ck.no_save:
         why = "checkpoint.no_save=true writes no checkpoint"
-        unread += [(f"checkpoint.{k}", why) for k in
-                   ("save_interval", "save_interval_updates", "keep_last_epochs", "no_epoch_checkpoints")]
+        unread += [(f"checkpoint.{k}", why) for k in ("save_interval_updates", "keep_last_epochs", "no_epoch_checkpoints")]
+        if not d.valid_subset:  # it still spaces the validations of a run that saves nothing
+            unread.append(("checkpoint.save_interval", f"{why} and the run does not validate"))
     elif ck.no_epoch_checkpoints:
         unread.append(("checkpoint.keep_last_epochs", "checkpoint.no_epoch_checkpoints=true writes no checkpointN.pt"))
     if getattr(cfg.task, "stream_batches", 0):  # Transformer-XL's order: a batch is one block of each stream

@@ -468,7 +468,8 @@ class Trainer:
             while not stop and (not cfg.optimization.max_epoch or self.epoch <= cfg.optimization.max_epoch):
                 loaded = self._train_set(loaded)
                 stop, finished = self._epoch(loaded[0], loaded[1], progress)
-                last_valid = self._end_epoch(progress, finished)
+                last = bool(stop) or bool(cfg.optimization.max_epoch and self.epoch >= cfg.optimization.max_epoch)
+                last_valid = self._end_epoch(progress, finished, last) or last_valid
                 if self.cfg.optimization.patience >= 0 and self.bad_validations > self.cfg.optimization.patience:
                     stop = f"no better {cfg.checkpoint.best_checkpoint_metric} for {self.bad_validations} validations (patience)"
                 stop = stop or self._stop_reason()  # e.g. a signal that came during validation
@@ -570,10 +571,16 @@ class Trainer:
         log.info("epoch %d: %s", self.epoch, ", ".join(f"{k} {v}" for k, v in shapes.epoch_summary().items()))
         return None, True
 
-    def _end_epoch(self, progress: Progress, epoch_done: bool) -> Optional[Dict[str, float]]:
+    def _end_epoch(self, progress: Progress, epoch_done: bool, last: bool = True) -> Optional[Dict[str, float]]:
+        """Validate and save, at the end of every ``checkpoint.save_interval``-th epoch and of the run
+        (``last``; a stop inside an epoch included); between them only the epoch count moves on."""
         progress.end_epoch()
         if self.interrupted:  # leave fast: save where we are, validate after resuming
             self.save(end_of_epoch=False)
+            return None
+        if epoch_done and not last and self.epoch % self.cfg.checkpoint.save_interval != 0:
+            self.epoch += 1
+            self.batch_offset = 0
             return None
         valid = self.validate()
         new_best = False
