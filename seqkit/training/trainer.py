@@ -578,11 +578,8 @@ class Trainer:
         if self.interrupted:  # leave fast: save where we are, validate after resuming
             self.save(end_of_epoch=False)
             return None
-        if epoch_done and not last and self.epoch % self.cfg.checkpoint.save_interval != 0:
-            self.epoch += 1
-            self.batch_offset = 0
-            return None
-        valid = self.validate()
+        between = epoch_done and not last and self.epoch % self.cfg.checkpoint.save_interval != 0
+        valid = None if between else self.validate()
         new_best = False
         if valid is not None:
             metric = self.cfg.checkpoint.best_checkpoint_metric
@@ -597,5 +594,6 @@ class Trainer:
         if epoch_done:
             self.epoch += 1
             self.batch_offset = 0
-        self.save(end_of_epoch=epoch_done, valid=valid, new_best=new_best or valid is None)
+        if not between:
+            self.save(end_of_epoch=epoch_done, valid=valid, new_best=new_best or valid is None)
         return valid
