@@ -50,7 +50,8 @@ def test_split_reads_deu_txt_and_refuses_a_folder_without_it(tmp_path):
 def recipe_run(tmp_path_factory):
     """run.sh on 3,000 toy pairs (200 test, 200 valid), transformer_tiny on the CPU, 150 updates,
     validating and saving every 2nd epoch (the recipe's 10 scaled to this corpus): stopped by
-    TRAIN_TIMEOUT=10 (~25 s of work), then the same command again."""
+    TRAIN_TIMEOUT=1 (seqkit-train needs longer than that to start: a timing-free stop; on a quiet CPU
+    the whole training takes under 10 s), then the same command again."""
     root = tmp_path_factory.mktemp("tatoeba")
     make_corpus(str(root / "toy"), 3000, 0, 0, seed=1)
     de = (root / "toy" / "train.de").read_text(encoding="utf-8").splitlines()
@@ -64,7 +65,7 @@ def recipe_run(tmp_path_factory):
            "optimization.stop_time_hours=0", "optimization.max_update=150", "checkpoint.save_interval=2",
            "common.log_interval=50", "common.log_format=json"]
     run = ["bash", str(RECIPE / "run.sh"), str(root / "w"), *cpu]
-    stopped = subprocess.run(run, capture_output=True, text=True, env={**env, "TRAIN_TIMEOUT": "10"}, timeout=600)
+    stopped = subprocess.run(run, capture_output=True, text=True, env={**env, "TRAIN_TIMEOUT": "1"}, timeout=600)
     done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=600)  # the same command resumes
     return stopped, done, root / "w"
 
@@ -76,7 +77,7 @@ RECIPE_BLEU_FLOOR = 50.0
 def test_the_recipe_translates_test_with_the_best_checkpoint(recipe_run):
     stopped, done, work = recipe_run
     assert stopped.returncode == 3 and stopped.stderr.splitlines()[-1].startswith(
-        "run.sh: training stopped after TRAIN_TIMEOUT=10 s"), stopped.stderr[-3000:]
+        "run.sh: training stopped after TRAIN_TIMEOUT=1 s"), stopped.stderr[-3000:]
     assert done.returncode == 0, done.stderr[-3000:]
     assert {"train.log", "generate-test.log", "score.txt"} <= set(os.listdir(work))
     lines = (work / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
